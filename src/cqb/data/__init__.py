@@ -1,0 +1,41 @@
+"""Real datasets: checksum-verified fetching, preprocessing, semi-synthetic pool instances.
+
+torchvision is needed only by `fetch_mnist` / `load_mnist_arrays` and is imported inside them.
+"""
+
+from cqb.data.fetch import (
+    MNIST_FILES,
+    ChecksumError,
+    fetch_file,
+    fetch_mnist,
+    file_digest,
+    load_mnist_arrays,
+    mirror_file_path,
+)
+from cqb.data.preprocess import (
+    DATASETS,
+    Processed,
+    preprocess_coupon,
+    preprocess_dataset,
+    preprocess_heart,
+    preprocess_mnist,
+    read_coupon,
+    read_heart,
+    read_idx_gz,
+)
+from cqb.data.semisynthetic import (
+    PoolInstance,
+    build_pool_instance,
+    load_features,
+    load_pool,
+    save_features,
+    save_pool,
+)
+
+__all__ = [
+    "MNIST_FILES", "ChecksumError", "fetch_file", "fetch_mnist", "file_digest",
+    "load_mnist_arrays", "mirror_file_path",
+    "DATASETS", "Processed", "preprocess_coupon", "preprocess_dataset", "preprocess_heart",
+    "preprocess_mnist", "read_coupon", "read_heart", "read_idx_gz",
+    "PoolInstance", "build_pool_instance", "load_features", "load_pool", "save_features", "save_pool",
+]

@@ -1,0 +1,205 @@
+# Real datasets (SPEC §4 "Real data", docs/data.md): fetch -> preprocess -> pool instance.
+#
+# Include from a top-level Snakefile at the repo root, after loading the config:
+#     configfile: "config/datasets.yaml"
+#     include: "workflow/rules/data.smk"
+# Final outputs: data/processed/{dataset}/instance.npz and report.json,
+# dataset in DATA_DATASETS. No target rule here, so the including Snakefile's
+# first rule stays the default target. Paths are relative to the working directory (repo root).
+
+import os
+
+from snakemake.utils import validate
+
+validate(config, "../schemas/datasets.schema.yaml")
+
+DATA_CONFIG = config["data"]
+DATA_RAW = DATA_CONFIG["raw_dir"]
+DATA_PROCESSED = DATA_CONFIG["processed_dir"]
+DATA_DATASETS = ["mnist", "heart_disease", "coupon"]
+DATA_MNIST_ROOT = f"{DATA_RAW}/mnist"
+
+
+def data_files(dataset):
+    return DATA_CONFIG["datasets"][dataset]["files"]
+
+
+def data_raw_paths(dataset):
+    return [f"{DATA_RAW}/{dataset}/{entry['name']}" for entry in data_files(dataset)]
+
+
+def data_mirror():
+    # Decided when the workflow is parsed: a missing mirror folder means download.
+    mirror = DATA_CONFIG["mirror"]
+    return mirror if mirror and os.path.isdir(mirror) else ""
+
+
+def data_options(dataset):
+    # The dataset's config block (minus the file list) plus the shared seed, for the preprocess script.
+    block = {k: v for k, v in DATA_CONFIG["datasets"][dataset].items() if k != "files"}
+    return {**block, "preprocess_seed": DATA_CONFIG["preprocess_seed"]}
+
+
+DATA_MNIST_ARCHIVES = [f"{DATA_MNIST_ROOT}/MNIST/raw/{e['name']}" for e in data_files("mnist")]
+# torchvision extracts each archive next to it (name without .gz) and reads those.
+DATA_MNIST_EXTRACTED = [path[: -len(".gz")] for path in DATA_MNIST_ARCHIVES]
+
+
+# Downloads need the network (or only the local mirror): never send them to a cluster node.
+localrules: download_mnist, download_heart_disease, download_coupon
+
+
+rule download_mnist:
+    output:
+        archives=DATA_MNIST_ARCHIVES,
+        extracted=DATA_MNIST_EXTRACTED,
+    params:
+        root=DATA_MNIST_ROOT,
+        files=data_files("mnist"),
+        mirror=data_mirror(),
+    log:
+        "logs/data/download_mnist.log",
+    benchmark:
+        "benchmarks/data/download_mnist.tsv"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=30,
+    conda:
+        "../envs/mnist.yaml"
+    script:
+        "../../scripts/fetch_mnist.py"
+
+
+rule download_heart_disease:
+    output:
+        data_raw_paths("heart_disease"),
+    params:
+        files=data_files("heart_disease"),
+        mirror=data_mirror(),
+    log:
+        "logs/data/download_heart_disease.log",
+    benchmark:
+        "benchmarks/data/download_heart_disease.tsv"
+    threads: 1
+    resources:
+        mem_mb=500,
+        runtime=10,
+    conda:
+        "../envs/data.yaml"
+    script:
+        "../../scripts/fetch_dataset.py"
+
+
+rule download_coupon:
+    output:
+        data_raw_paths("coupon"),
+    params:
+        files=data_files("coupon"),
+        mirror=data_mirror(),
+    log:
+        "logs/data/download_coupon.log",
+    benchmark:
+        "benchmarks/data/download_coupon.tsv"
+    threads: 1
+    resources:
+        mem_mb=500,
+        runtime=10,
+    conda:
+        "../envs/data.yaml"
+    script:
+        "../../scripts/fetch_dataset.py"
+
+
+rule preprocess_mnist:
+    input:
+        DATA_MNIST_ARCHIVES,
+        DATA_MNIST_EXTRACTED,
+    output:
+        features=f"{DATA_PROCESSED}/mnist/features.npz",
+    params:
+        dataset="mnist",
+        options=data_options("mnist"),
+        mnist_root=DATA_MNIST_ROOT,
+    log:
+        "logs/data/preprocess_mnist.log",
+    benchmark:
+        "benchmarks/data/preprocess_mnist.tsv"
+    threads: 1
+    resources:
+        mem_mb=3000,
+        runtime=20,
+    conda:
+        "../envs/mnist.yaml"
+    script:
+        "../../scripts/preprocess_dataset.py"
+
+
+rule preprocess_heart_disease:
+    input:
+        data_raw_paths("heart_disease"),
+    output:
+        features=f"{DATA_PROCESSED}/heart_disease/features.npz",
+    params:
+        dataset="heart_disease",
+        options=data_options("heart_disease"),
+    log:
+        "logs/data/preprocess_heart_disease.log",
+    benchmark:
+        "benchmarks/data/preprocess_heart_disease.tsv"
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=10,
+    conda:
+        "../envs/data.yaml"
+    script:
+        "../../scripts/preprocess_dataset.py"
+
+
+rule preprocess_coupon:
+    input:
+        data_raw_paths("coupon"),
+    output:
+        features=f"{DATA_PROCESSED}/coupon/features.npz",
+    params:
+        dataset="coupon",
+        options=data_options("coupon"),
+    log:
+        "logs/data/preprocess_coupon.log",
+    benchmark:
+        "benchmarks/data/preprocess_coupon.tsv"
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=10,
+    conda:
+        "../envs/data.yaml"
+    script:
+        "../../scripts/preprocess_dataset.py"
+
+
+rule build_instance:
+    input:
+        features=f"{DATA_PROCESSED}/{{dataset}}/features.npz",
+    output:
+        instance=f"{DATA_PROCESSED}/{{dataset}}/instance.npz",
+        report=f"{DATA_PROCESSED}/{{dataset}}/report.json",
+    params:
+        arrival_rate=lambda wildcards: DATA_CONFIG["datasets"][wildcards.dataset]["arrival_rate"],
+        C=DATA_CONFIG["instance"]["C"],
+        max_iter=DATA_CONFIG["instance"]["max_iter"],
+    wildcard_constraints:
+        dataset="|".join(DATA_DATASETS),
+    log:
+        "logs/data/build_instance_{dataset}.log",
+    benchmark:
+        "benchmarks/data/build_instance_{dataset}.tsv"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=20,
+    conda:
+        "../envs/data.yaml"
+    script:
+        "../../scripts/build_instance.py"
