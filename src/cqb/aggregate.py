@@ -1,0 +1,123 @@
+"""Per-experiment tidy tables from run files.
+
+One row per (policy label, sweep value, round t): mean, standard deviation and
+standard error across seeds of the queue length Q(t), of the oracle's Q*(t)
+and of the regret Q(t) − Q*(t). Rows come in the order the curves are given
+(then t ascending) and floats are written with a fixed format, so the bytes
+of a table depend only on the run files.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .io import atomic_write, load_run
+
+KEY_COLUMNS = ("policy", "sweep_param", "sweep_value", "t")
+STAT_COLUMNS = (
+    "queue_mean", "queue_sd", "queue_se",
+    "oracle_mean", "oracle_sd", "oracle_se",
+    "regret_mean", "regret_sd", "regret_se",
+)
+COLUMNS = KEY_COLUMNS + STAT_COLUMNS + ("n_seeds",)
+DEFAULT_FLOAT_FORMAT = "%.6f"
+
+
+@dataclass
+class Curve:
+    """The runs of one policy label at one sweep value (one line in a figure)."""
+
+    policy: str
+    files: Sequence[str | Path]
+    sweep_param: str = ""
+    sweep_value: str = ""
+    seeds: list[int] = field(default_factory=list)
+
+
+def mean_sd_se(values: np.ndarray, ddof: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean, sd and standard error over axis 0 (the seeds).
+
+    With a single seed the sd is undefined for ddof = 1 and reported as NaN.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    n = values.shape[0]
+    if n == 0:
+        raise ValueError("no runs to aggregate")
+    # Sums of integer-valued floats are exact, so the mean does not depend on the order of the seeds.
+    mean = values.sum(axis=0) / n
+    if n - ddof <= 0:
+        sd = np.full(values.shape[1:], np.nan)
+    else:
+        sd = np.sqrt(((values - mean) ** 2).sum(axis=0) / (n - ddof))
+    return mean, sd, sd / math.sqrt(n)
+
+
+def load_curve_arrays(files: Iterable[str | Path]) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """Stack the queue and oracle queue of run files: two (n_seeds, T) int arrays."""
+    queues, oracles, seeds = [], [], []
+    for path in files:
+        run = load_run(path)
+        queues.append(run["queue"])
+        oracles.append(run["oracle_queue"])
+        seeds.append(run["metadata"].get("seed"))
+    lengths = {len(q) for q in queues} | {len(o) for o in oracles}
+    if len(lengths) != 1:
+        raise ValueError(f"run files have different horizons {sorted(lengths)}: {list(files)}")
+    if None not in seeds and len(set(seeds)) != len(seeds):
+        raise ValueError(f"the same seed appears twice among {list(files)}")
+    return np.stack(queues), np.stack(oracles), seeds
+
+
+def curve_table(curve: Curve, ddof: int = 1) -> pd.DataFrame:
+    queue, oracle, _ = load_curve_arrays(curve.files)
+    n_seeds, horizon = queue.shape
+    columns = {
+        "policy": curve.policy,
+        "sweep_param": curve.sweep_param,
+        "sweep_value": curve.sweep_value,
+        "t": np.arange(1, horizon + 1, dtype=np.int64),
+    }
+    for name, values in (("queue", queue), ("oracle", oracle), ("regret", queue - oracle)):
+        mean, sd, se = mean_sd_se(values, ddof)
+        columns[f"{name}_mean"], columns[f"{name}_sd"], columns[f"{name}_se"] = mean, sd, se
+    columns["n_seeds"] = n_seeds
+    return pd.DataFrame(columns, columns=list(COLUMNS))
+
+
+def aggregate_curves(curves: Sequence[Curve], ddof: int = 1) -> pd.DataFrame:
+    """The tidy table of an experiment, rows in the order of ``curves``."""
+    if not curves:
+        raise ValueError("no curves to aggregate")
+    seen = set()
+    for curve in curves:
+        key = (curve.policy, curve.sweep_value)
+        if key in seen:
+            raise ValueError(f"curve {key} given twice")
+        seen.add(key)
+    return pd.concat([curve_table(c, ddof) for c in curves], ignore_index=True)
+
+
+def write_table(table: pd.DataFrame, path: str | Path, float_format: str = DEFAULT_FLOAT_FORMAT) -> None:
+    """Write a tab-separated table atomically, floats in a fixed format, NaN as 'nan'."""
+    with atomic_write(path, suffix=".tmp") as temporary:
+        table.to_csv(temporary, sep="\t", index=False, float_format=float_format,
+                     na_rep="nan", lineterminator="\n")
+
+
+def read_table(path: str | Path) -> pd.DataFrame:
+    """Read a table written by :func:`write_table` (sweep values kept as text)."""
+    return pd.read_csv(path, sep="\t", dtype={"policy": str, "sweep_param": str, "sweep_value": str},
+                       keep_default_na=False, na_values={c: ["nan"] for c in STAT_COLUMNS})
+
+
+def final_values(table: pd.DataFrame) -> pd.DataFrame:
+    """The last round of every curve: Q(T), Q*(T) and the regret, mean and sd."""
+    last = table.groupby(["policy", "sweep_value"], sort=False)["t"].transform("max") == table["t"]
+    return table.loc[last, ["policy", "sweep_param", "sweep_value", "t", "queue_mean", "queue_sd",
+                            "oracle_mean", "regret_mean", "regret_sd", "n_seeds"]].reset_index(drop=True)

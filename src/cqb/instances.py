@@ -1,0 +1,202 @@
+"""Problem instances: server parameters θ*, the arrival rate and a context sampler.
+
+Two kinds (SPEC §4):
+
+* synthetic: θ*_k ~ U(−1, 1)^d; a context is u ~ U(−1, 1)^d scaled to unit
+  norm and kept only if some server serves it with probability at least
+  λ + ϵ (rejection sampling), so the slack assumption holds by construction;
+* pool: θ* and a finite matrix of contexts are given (real-data experiments);
+  arrivals sample the pool uniformly with replacement.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from scipy.special import expit
+
+
+def logistic(z):
+    return expit(z)
+
+
+@dataclass(frozen=True)
+class Instance:
+    """θ* (K × d), the arrival rate λ and how contexts are drawn."""
+
+    kind: str
+    theta: np.ndarray
+    arrival_rate: float
+    slack: float | None = None  # nominal slack ϵ; None when not enforced (pool)
+    pool: np.ndarray | None = None  # (n, d) contexts of a pool instance
+    accept_rate: float | None = None  # share of raw draws that pass the slack test
+    description: dict = field(default_factory=dict)
+
+    @property
+    def n_servers(self) -> int:
+        return self.theta.shape[0]
+
+    @property
+    def dim(self) -> int:
+        return self.theta.shape[1]
+
+    def service_probabilities(self, contexts: np.ndarray) -> np.ndarray:
+        """μ(xᵀθ*_k) for every row x of ``contexts`` and every server k."""
+        return logistic(contexts @ self.theta.T)
+
+    def sample_contexts(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        if self.kind == "pool":
+            return self.pool[rng.integers(self.pool.shape[0], size=n)]
+        return _sample_accepted_contexts(self.theta, self.arrival_rate + self.slack, n, rng,
+                                         self.accept_rate)
+
+    def diagnostics(self, contexts: np.ndarray) -> dict:
+        """Measured slack and κ over a sample of contexts (e.g. a run's arrivals)."""
+        if contexts.shape[0] == 0:
+            return {"measured_slack": None, "measured_kappa": None}
+        probs = self.service_probabilities(contexts)
+        derivative = probs * (1.0 - probs)
+        return {
+            "measured_slack": float(probs.max(axis=1).min() - self.arrival_rate),
+            "measured_kappa": float(1.0 / derivative.min()),
+        }
+
+    def summary(self) -> dict:
+        return {
+            "kind": self.kind,
+            "n_servers": self.n_servers,
+            "dim": self.dim,
+            "arrival_rate": self.arrival_rate,
+            "slack": self.slack,
+            "theta_max_norm": float(np.linalg.norm(self.theta, axis=1).max()),
+            "accept_rate": self.accept_rate,
+            **self.description,
+        }
+
+
+def _unit_rows(n: int, dim: int, rng: np.random.Generator) -> np.ndarray:
+    raw = rng.uniform(-1.0, 1.0, size=(n, dim))
+    return raw / np.linalg.norm(raw, axis=1, keepdims=True)
+
+
+def _passes(contexts: np.ndarray, theta: np.ndarray, threshold: float) -> np.ndarray:
+    return logistic(contexts @ theta.T).max(axis=1) >= threshold
+
+
+def _sample_accepted_contexts(theta, threshold, n, rng, accept_rate) -> np.ndarray:
+    dim = theta.shape[1]
+    chunks, have = [], 0
+    # Batches sized from the known acceptance rate keep the loop to one or two passes.
+    rate = max(accept_rate or 0.01, 1e-4)
+    while have < n:
+        batch = _unit_rows(int(math.ceil((n - have) / rate * 1.2)) + 64, dim, rng)
+        kept = batch[_passes(batch, theta, threshold)]
+        chunks.append(kept)
+        have += kept.shape[0]
+    return np.concatenate(chunks)[:n] if chunks else np.empty((0, dim))
+
+
+def synthetic_instance(
+    n_servers: int,
+    dim: int,
+    arrival_rate: float,
+    slack: float,
+    rng: np.random.Generator,
+    min_accept_rate: float = 0.005,
+    acceptance_probe: int = 20000,
+    max_redraws: int = 200,
+) -> Instance:
+    """SPEC §4 synthetic instance; θ* is redrawn while fewer than
+    ``min_accept_rate`` of raw contexts satisfy the slack."""
+    check_positive_int("n_servers", n_servers)
+    check_positive_int("dim", dim)
+    check_arrival_rate(arrival_rate)
+    if not 0 < slack < 1 - arrival_rate:
+        raise ValueError(
+            f"slack must lie in (0, 1 - arrival_rate) = (0, {1 - arrival_rate:g}), got {slack!r}")
+    if not 0 < min_accept_rate < 1:
+        raise ValueError(f"min_accept_rate must lie in (0, 1), got {min_accept_rate!r}")
+    threshold = arrival_rate + slack
+    for redraw in range(max_redraws):
+        theta = rng.uniform(-1.0, 1.0, size=(n_servers, dim))
+        probe = _unit_rows(acceptance_probe, dim, rng)
+        accept_rate = float(_passes(probe, theta, threshold).mean())
+        if accept_rate >= min_accept_rate:
+            return Instance("synthetic", theta, float(arrival_rate), float(slack),
+                            accept_rate=accept_rate,
+                            description={"theta_redraws": redraw})
+    raise ValueError(
+        f"no θ* with acceptance rate ≥ {min_accept_rate} in {max_redraws} draws for "
+        f"K={n_servers}, d={dim}, arrival_rate={arrival_rate}, slack={slack}: "
+        "the slack cannot be met with unit-norm contexts")
+
+
+def pool_instance(theta: np.ndarray, contexts: np.ndarray, arrival_rate: float,
+                  slack: float | None = None, description: dict | None = None) -> Instance:
+    """An instance whose arrivals sample rows of ``contexts`` uniformly."""
+    theta = np.asarray(theta, dtype=np.float64)
+    contexts = np.asarray(contexts, dtype=np.float64)
+    check_arrival_rate(arrival_rate)
+    if theta.ndim != 2 or contexts.ndim != 2:
+        raise ValueError(f"theta and contexts must be matrices, got shapes {theta.shape} and {contexts.shape}")
+    if theta.shape[1] != contexts.shape[1]:
+        raise ValueError(
+            f"dimension mismatch: theta has d={theta.shape[1]} but contexts have d={contexts.shape[1]}")
+    if contexts.shape[0] == 0:
+        raise ValueError("the context pool is empty")
+    norms = np.linalg.norm(contexts, axis=1)
+    if norms.max() > 1 + 1e-9:
+        raise ValueError(f"contexts must have norm ≤ 1, the largest is {norms.max():.6g}")
+    return Instance("pool", theta, float(arrival_rate), slack, pool=contexts,
+                    description=dict(description or {}, pool_size=int(contexts.shape[0])))
+
+
+def load_pool_file(path: str | Path) -> tuple[np.ndarray, np.ndarray, dict]:
+    with np.load(path, allow_pickle=False) as data:
+        missing = {"contexts", "theta"} - set(data.files)
+        if missing:
+            raise ValueError(f"pool file {path} lacks {sorted(missing)}")
+        report = json.loads(str(data["report"])) if "report" in data.files else {}
+        return np.array(data["contexts"], dtype=np.float64), np.array(data["theta"], dtype=np.float64), report
+
+
+SYNTHETIC_KEYS = {"kind", "n_servers", "dim", "arrival_rate", "slack", "min_accept_rate"}
+POOL_KEYS = {"kind", "pool", "arrival_rate", "name"}
+
+
+def instance_from_spec(spec: dict, rng: np.random.Generator) -> Instance:
+    """Build an instance from its config dict (docs/architecture.md)."""
+    kind = spec.get("kind")
+    if kind == "synthetic":
+        _check_keys(spec, SYNTHETIC_KEYS, {"n_servers", "dim", "arrival_rate", "slack"})
+        return synthetic_instance(spec["n_servers"], spec["dim"], spec["arrival_rate"], spec["slack"],
+                                  rng, min_accept_rate=spec.get("min_accept_rate", 0.005))
+    if kind == "pool":
+        _check_keys(spec, POOL_KEYS, {"pool", "arrival_rate"})
+        contexts, theta, report = load_pool_file(spec["pool"])
+        return pool_instance(theta, contexts, spec["arrival_rate"],
+                             description={"pool": str(spec["pool"]), "name": spec.get("name")})
+    raise ValueError(f"instance kind must be 'synthetic' or 'pool', got {kind!r}")
+
+
+def _check_keys(spec: dict, allowed: set, required: set) -> None:
+    unknown = set(spec) - allowed
+    if unknown:
+        raise ValueError(f"unknown instance keys {sorted(unknown)}; allowed: {sorted(allowed)}")
+    missing = required - set(spec)
+    if missing:
+        raise ValueError(f"instance spec lacks {sorted(missing)}")
+
+
+def check_arrival_rate(arrival_rate) -> None:
+    if not isinstance(arrival_rate, (int, float)) or not 0 < arrival_rate < 1:
+        raise ValueError(f"arrival_rate must lie in (0, 1), got {arrival_rate!r}")
+
+
+def check_positive_int(name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")

@@ -1,0 +1,57 @@
+"""Run files: one compressed ``.npz`` per (instance, policy, seed), written atomically."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from .code_hash import code_hash
+
+RUN_KEYS = ("queue", "oracle_queue", "gap", "explored")
+
+
+@contextlib.contextmanager
+def atomic_write(path, suffix: str | None = None):
+    """Yield a temporary path beside ``path``; rename it onto ``path`` only if
+    the block finishes, so an interrupted write leaves no partial file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.",
+                                         suffix=suffix if suffix is not None else path.suffix)
+    os.close(handle)
+    try:
+        yield Path(temporary)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
+
+
+def save_run(path, result) -> None:
+    metadata = dict(result.metadata, code_hash=code_hash())
+    with atomic_write(path, suffix=".npz") as temporary:
+        np.savez_compressed(
+            temporary,
+            queue=result.queue.astype(np.int64),
+            oracle_queue=result.oracle_queue.astype(np.int64),
+            gap=result.gap.astype(np.float64),
+            explored=result.explored.astype(bool),
+            metadata=np.array(json.dumps(metadata, sort_keys=True)),
+        )
+
+
+def load_run(path) -> dict:
+    """The arrays of a run file plus its ``metadata`` as a dict."""
+    with np.load(path, allow_pickle=False) as data:
+        missing = set(RUN_KEYS + ("metadata",)) - set(data.files)
+        if missing:
+            raise ValueError(f"run file {path} lacks {sorted(missing)}")
+        run = {key: data[key] for key in RUN_KEYS}
+        run["metadata"] = json.loads(str(data["metadata"]))
+    return run

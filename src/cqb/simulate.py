@@ -1,0 +1,150 @@
+"""The round loop of SPEC §1, with common random numbers.
+
+Round t: the policy sees the queue, picks a (job, server) pair, the job
+departs iff the service uniform U₂(t) ≤ μ(xᵀθ*_k); then a job arrives iff the
+arrival uniform U₁(t) ≤ λ and waits from round t + 1 on. Q(1) = 0.
+
+A :class:`Trace` holds everything random that is not the policy's own: the
+arrival uniforms, the context of the i-th arrival and the service uniforms. It
+is drawn once per seed, so every policy and the oracle face the same arrivals,
+contexts and service coins, and Q(t) − Q*(t) per seed is a coupled, low-variance
+regret estimate.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, is_dataclass
+
+import numpy as np
+
+from . import __version__
+from .instances import Instance, check_positive_int, instance_from_spec
+from .policies import PolicyEnv, get_spec, make_policy
+from .rng import check_seed, stream
+
+
+@dataclass(frozen=True)
+class Trace:
+    arrivals: np.ndarray  # (T,) bool: A(t)
+    contexts: np.ndarray  # (number of arrivals, d), in arrival order
+    service_uniforms: np.ndarray  # (T,): U₂(t)
+    true_means: np.ndarray  # (number of arrivals, K): μ(xᵀθ*_k) of each arrival
+
+
+def draw_trace(instance: Instance, horizon: int, seed: int) -> Trace:
+    check_positive_int("horizon", horizon)
+    arrivals = stream(seed, "arrivals").random(horizon) <= instance.arrival_rate
+    contexts = instance.sample_contexts(int(arrivals.sum()), stream(seed, "contexts"))
+    service = stream(seed, "service").random(horizon)
+    return Trace(arrivals, contexts, service, instance.service_probabilities(contexts))
+
+
+@dataclass
+class PolicyRun:
+    queue: np.ndarray  # (T,) Q(t), t = 1..T
+    gap: np.ndarray  # (T,) best true mean in the queue minus the chosen pair's; NaN if empty
+    explored: np.ndarray  # (T,) bool
+    departures: np.ndarray  # (T,) bool: D(t)
+
+
+def run_policy(policy, trace: Trace) -> PolicyRun:
+    """Play one policy on a trace."""
+    horizon = trace.arrivals.shape[0]
+    queue = np.empty(horizon + 1, dtype=np.int64)  # arrival ids, oldest first
+    length = 0
+    next_id = 0
+    queue_length = np.zeros(horizon, dtype=np.int64)
+    gap = np.full(horizon, np.nan)
+    explored = np.zeros(horizon, dtype=bool)
+    departures = np.zeros(horizon, dtype=bool)
+    arrivals = trace.arrivals.tolist()
+    service = trace.service_uniforms.tolist()
+    true_means = trace.true_means
+    best_mean = true_means.max(axis=1) if true_means.shape[0] else np.empty(0)
+    for t in range(1, horizon + 1):
+        queue_length[t - 1] = length
+        if length:
+            waiting = queue[:length]
+            new_arrival = t >= 2 and arrivals[t - 2]
+            position, server, explored[t - 1] = policy.choose(t, waiting, new_arrival)
+            job = int(waiting[position])
+            chosen_mean = true_means[job, server]
+            gap[t - 1] = best_mean[waiting].max() - chosen_mean
+            success = service[t - 1] <= chosen_mean
+            policy.observe(t, job, server, success)
+            if success:
+                departures[t - 1] = True
+                queue[position:length - 1] = queue[position + 1:length]
+                length -= 1
+        if arrivals[t - 1]:
+            queue[length] = next_id
+            next_id += 1
+            length += 1
+    return PolicyRun(queue_length, gap, explored, departures)
+
+
+@dataclass
+class RunResult:
+    queue: np.ndarray
+    oracle_queue: np.ndarray
+    gap: np.ndarray
+    explored: np.ndarray
+    metadata: dict = field(default_factory=dict)
+
+    @property
+    def regret(self) -> np.ndarray:
+        return self.queue - self.oracle_queue
+
+
+def policy_env(instance: Instance, horizon: int) -> PolicyEnv:
+    return PolicyEnv(instance.n_servers, instance.dim, horizon, instance.arrival_rate, instance.slack)
+
+
+def play(instance: Instance, trace: Trace, policy_name: str, policy_params: dict | None,
+         seed: int) -> tuple[PolicyRun, dict]:
+    """Build the policy on its own stream and play it on ``trace``."""
+    horizon = trace.arrivals.shape[0]
+    policy, resolved = make_policy(policy_name, policy_env(instance, horizon), trace.contexts,
+                                   stream(seed, "policy"), policy_params,
+                                   true_means=trace.true_means)
+    resolved = asdict(resolved) if is_dataclass(resolved) else dict(resolved)
+    return run_policy(policy, trace), resolved
+
+
+def simulate(instance_spec: dict | Instance, policy: str, policy_params: dict | None,
+             horizon: int, seed: int) -> RunResult:
+    """One run: the policy and the oracle on the same trace of ``seed``."""
+    get_spec(policy)  # unknown names fail before any work
+    check_positive_int("horizon", horizon)
+    seed = check_seed(seed)
+    if isinstance(instance_spec, Instance):
+        instance, spec = instance_spec, None
+    else:
+        instance, spec = instance_from_spec(instance_spec, stream(seed, "instance")), instance_spec
+    trace = draw_trace(instance, horizon, seed)
+    run, resolved = play(instance, trace, policy, policy_params, seed)
+    oracle = run if policy == "oracle" else play(instance, trace, "oracle", None, seed)[0]
+    metadata = {
+        "policy": policy,
+        "policy_params": resolved,
+        "instance_spec": spec,
+        "instance": {**instance.summary(), **instance.diagnostics(trace.contexts)},
+        "seed": seed,
+        "horizon": horizon,
+        "arrivals": int(trace.arrivals.sum()),
+        "package_version": __version__,
+    }
+    return RunResult(run.queue, oracle.queue, run.gap, run.explored, _json_safe(metadata))
+
+
+def _json_safe(value):
+    if isinstance(value, dict):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
