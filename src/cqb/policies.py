@@ -121,7 +121,7 @@ class EstimatorParams:
     kappa: float = 10.0
     delta: float | None = None  # None → 1/T
     norm_bound: float | None = None  # None → √d
-    bonus_scale: float = 0.1  # c_β: see README, "The bonus scale"
+    bonus_scale: float = 0.03  # c_β: see README, "The bonus scale"
     projection: str = "filippi"
     design_reg: str = "kappa"
     newton_tol: float = 1e-6

@@ -1,0 +1,361 @@
+import math
+
+import numpy as np
+import pytest
+
+from cqb.instances import instance_from_spec, pool_instance, synthetic_instance
+from cqb.io import load_run, save_run
+from cqb.policies import POLICIES, PolicyEnv, make_policy
+from cqb.rng import STREAM_NAMES, seed_streams, stream
+from cqb.simulate import RunResult, draw_trace, play, policy_env, run_policy, simulate
+
+BASE = {"kind": "synthetic", "n_servers": 5, "dim": 5, "arrival_rate": 0.7, "slack": 0.1}
+SMALL = {"kind": "synthetic", "n_servers": 3, "dim": 3, "arrival_rate": 0.6, "slack": 0.15}
+
+
+class Recorder:
+    """Wraps a policy and records what it was shown."""
+
+    def __init__(self, inner):
+        self.inner, self.queues, self.decisions = inner, [], []
+
+    def choose(self, t, queue, new_arrival):
+        decision = self.inner.choose(t, queue, new_arrival)
+        self.queues.append(queue.copy())
+        self.decisions.append(decision)
+        return decision
+
+    def observe(self, t, job, server, success):
+        self.inner.observe(t, job, server, success)
+
+
+def _setup(spec=SMALL, horizon=600, seed=0):
+    instance = instance_from_spec(spec, stream(seed, "instance"))
+    return instance, draw_trace(instance, horizon, seed)
+
+
+def test_streams_are_named_and_independent():
+    streams = seed_streams(7)
+    assert tuple(streams) == STREAM_NAMES
+    draws = {name: gen.random(4) for name, gen in streams.items()}
+    assert len({tuple(v) for v in draws.values()}) == len(STREAM_NAMES)
+    np.testing.assert_array_equal(stream(7, "service").random(4), draws["service"])
+    with pytest.raises(ValueError, match="'noise'"):
+        stream(7, "noise")
+    with pytest.raises(ValueError, match="-1"):
+        stream(-1, "service")
+
+
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_queue_recursion_holds_every_round(policy):
+    instance, trace = _setup()
+    horizon = trace.arrivals.shape[0]
+    env = policy_env(instance, horizon)
+    inner, _ = make_policy(policy, env, trace.contexts, stream(0, "policy"), None, trace.true_means)
+    run = run_policy(inner, trace)
+    assert run.queue[0] == 0
+    arrivals = trace.arrivals.astype(int)
+    departures = run.departures.astype(int)
+    np.testing.assert_array_equal(run.queue[1:], np.maximum(run.queue[:-1] + arrivals[:-1] - departures[:-1], 0))
+    assert not np.any(departures[run.queue == 0])  # nothing departs from an empty queue
+    assert np.all(np.isnan(run.gap[run.queue == 0]))
+    assert np.all(run.gap[run.queue > 0] >= 0)
+
+
+def test_service_follows_the_shared_uniforms():
+    instance, trace = _setup()
+    inner, _ = make_policy("random", policy_env(instance, 600), trace.contexts, stream(0, "policy"))
+    recorder = Recorder(inner)
+    run = run_policy(recorder, trace)
+    busy = np.flatnonzero(run.queue > 0)
+    for round_index, queue, (position, server, _) in zip(busy, recorder.queues, recorder.decisions):
+        job = queue[position]
+        expected = trace.service_uniforms[round_index] <= trace.true_means[job, server]
+        assert run.departures[round_index] == expected
+
+
+def test_oracle_takes_best_pair_with_first_arrival_tie_break():
+    true_means = np.array([[0.2, 0.5], [0.5, 0.1], [0.9, 0.9], [0.9, 0.3]])
+    env = PolicyEnv(2, 2, 10, 0.5, 0.1)
+    oracle, _ = make_policy("oracle", env, np.zeros((4, 2)), stream(0, "policy"), true_means=true_means)
+    assert oracle.choose(1, np.array([0, 1]), False)[:2] == (0, 1)  # tie 0.5/0.5: earlier job
+    assert oracle.choose(1, np.array([1, 2, 3]), False)[:2] == (1, 0)  # tie in job 2: lowest server
+    assert oracle.choose(1, np.array([3, 2]), False)[:2] == (0, 0)  # queue order = arrival order
+
+
+def test_oracle_in_simulation_always_picks_the_argmax():
+    instance, trace = _setup()
+    inner, _ = make_policy("oracle", policy_env(instance, 600), trace.contexts, stream(0, "policy"),
+                           true_means=trace.true_means)
+    recorder = Recorder(inner)
+    run = run_policy(recorder, trace)
+    for queue, (position, server, _) in zip(recorder.queues, recorder.decisions):
+        means = trace.true_means[queue]
+        best = means.max()
+        first = np.flatnonzero(means.max(axis=1) == best)[0]
+        assert (position, server) == (first, int(np.argmax(means[first])))
+    assert np.nansum(run.gap) == 0
+
+
+def test_all_policies_see_the_same_arrivals_and_contexts():
+    seen = {}
+    for policy in sorted(POLICIES):
+        instance, trace = _setup(seed=3)
+        inner, _ = make_policy(policy, policy_env(instance, 600), trace.contexts, stream(3, "policy"),
+                               None, trace.true_means)
+        recorder = Recorder(inner)
+        run_policy(recorder, trace)
+        arrivals_seen = sorted({int(job) for queue in recorder.queues for job in queue})
+        seen[policy] = (trace.arrivals.copy(), trace.contexts[arrivals_seen].copy())
+    reference = seen["oracle"]
+    for policy, (arrivals, contexts) in seen.items():
+        np.testing.assert_array_equal(arrivals, reference[0])
+        n = min(len(contexts), len(reference[1]))
+        np.testing.assert_array_equal(contexts[:n], reference[1][:n])
+
+
+def test_oracle_queue_is_the_same_for_every_policy_of_a_seed():
+    oracle_queues = {p: simulate(SMALL, p, None, 400, 5).oracle_queue for p in ("random", "cqb_opt", "q_ucb")}
+    first = next(iter(oracle_queues.values()))
+    for queue in oracle_queues.values():
+        np.testing.assert_array_equal(queue, first)
+    np.testing.assert_array_equal(simulate(SMALL, "oracle", None, 400, 5).queue, first)
+
+
+@pytest.mark.parametrize("policy", sorted(POLICIES))
+def test_same_seed_twice_is_bit_identical(policy, tmp_path):
+    a = simulate(SMALL, policy, None, 300, 11)
+    b = simulate(SMALL, policy, None, 300, 11)
+    save_run(tmp_path / "a.npz", a)
+    save_run(tmp_path / "b.npz", b)
+    ra, rb = load_run(tmp_path / "a.npz"), load_run(tmp_path / "b.npz")
+    for key in ("queue", "oracle_queue", "gap", "explored"):
+        assert ra[key].tobytes() == rb[key].tobytes()
+    assert ra["metadata"] == rb["metadata"]
+
+
+def test_different_seeds_differ():
+    assert not np.array_equal(simulate(SMALL, "random", None, 300, 1).queue,
+                              simulate(SMALL, "random", None, 300, 2).queue)
+
+
+def test_synthetic_instance_enforces_slack():
+    instance = synthetic_instance(5, 5, 0.7, 0.1, np.random.default_rng(0))
+    contexts = instance.sample_contexts(3000, np.random.default_rng(1))
+    np.testing.assert_allclose(np.linalg.norm(contexts, axis=1), 1.0)
+    assert instance.service_probabilities(contexts).max(axis=1).min() >= 0.8
+    assert instance.accept_rate >= 0.005
+    assert np.all(np.abs(instance.theta) <= 1)
+
+
+def test_pool_instance_samples_the_pool():
+    pool = np.eye(3)[[0, 1, 2, 0]] * 0.5
+    instance = pool_instance(np.ones((2, 3)), pool, 0.3)
+    drawn = instance.sample_contexts(50, np.random.default_rng(0))
+    assert all(any(np.array_equal(row, p) for p in pool) for row in drawn)
+    assert instance.n_servers == 2 and instance.dim == 3
+
+
+def test_pool_instance_from_file(tmp_path):
+    contexts = np.random.default_rng(0).normal(size=(40, 4))
+    contexts /= np.linalg.norm(contexts, axis=1, keepdims=True)
+    np.savez(tmp_path / "pool.npz", contexts=contexts, theta=np.ones((3, 4)), labels=np.zeros(40, int),
+             report=np.array("{}"))
+    result = simulate({"kind": "pool", "pool": str(tmp_path / "pool.npz"), "arrival_rate": 0.3},
+                      "cqb_eps", {"tau": 20}, 200, 0)
+    assert result.metadata["instance"]["kind"] == "pool"
+    assert result.metadata["policy_params"]["tau"] == 20
+
+
+# -------------------------------------------------------------------- policies' exploration
+
+
+def test_q_ucb_exploration_frequency_matches_schedule():
+    horizon, n_servers = 4000, 5
+    env = PolicyEnv(n_servers, 2, horizon, 0.5, None)
+    runs = 20
+    explored = np.zeros(horizon)
+    for seed in range(runs):
+        policy, _ = make_policy("q_ucb", env, np.zeros((1, 2)), stream(seed, "policy"))
+        for t in range(1, horizon + 1):
+            _, server, flag = policy.choose(t, np.array([0]), False)
+            explored[t - 1] += flag
+            policy.observe(t, 0, server, bool(t % 2))
+    t = np.arange(1, horizon + 1)
+    probability = np.minimum(1.0, 3 * n_servers * np.log(t) ** 2 / t)
+    expected = probability.sum() * runs
+    sd = math.sqrt((probability * (1 - probability)).sum() * runs)
+    assert abs(explored.sum() - expected) < 4 * sd
+    late = t > 2000
+    assert explored[late].sum() == pytest.approx(probability[late].sum() * runs, rel=0.1)
+    assert explored[late].sum() > 0  # a published implementation never explored
+
+
+def test_q_policies_serve_the_oldest_job():
+    env = PolicyEnv(3, 2, 100, 0.5, None)
+    for name in ("q_ucb", "q_ths"):
+        policy, _ = make_policy(name, env, np.zeros((10, 2)), stream(0, "policy"))
+        for t in range(1, 100):
+            position, server, _ = policy.choose(t, np.array([3, 5, 8]), True)
+            assert position == 0
+            policy.observe(t, 3, server, server == 1)
+
+
+def test_q_ucb_exploits_best_server():
+    env = PolicyEnv(3, 2, 3000, 0.5, None)
+    policy, _ = make_policy("q_ucb", env, np.zeros((1, 2)), stream(0, "policy"))
+    rng = np.random.default_rng(0)
+    rates = np.array([0.2, 0.8, 0.5])
+    late = []
+    for t in range(1, 3001):
+        _, server, flag = policy.choose(t, np.array([0]), False)
+        policy.observe(t, 0, server, rng.random() < rates[server])
+        if t > 2000 and not flag:
+            late.append(server)
+    assert np.mean(np.array(late) == 1) > 0.8
+
+
+def test_cqb_eps_phase_one_explores_newest_job_round_robin_for_tau_rounds():
+    instance, trace = _setup(spec=BASE, horizon=1500, seed=2)
+    env = policy_env(instance, 1500)
+    inner, params = make_policy("cqb_eps", env, trace.contexts, stream(2, "policy"), None, trace.true_means)
+    assert params.tau == math.ceil(3e-4 * 125 * math.log(1500) * 5 / 0.7 / (0.1 - 2 / math.sqrt(1500)) ** 2)
+    recorder = Recorder(inner)
+    run = run_policy(recorder, trace)
+    busy = np.flatnonzero(run.queue > 0) + 1  # rounds with a decision
+    servers_phase1 = []
+    for t, queue, (position, server, flag) in zip(busy, recorder.queues, recorder.decisions):
+        new_arrival = t >= 2 and trace.arrivals[t - 2]
+        if t <= params.tau:
+            assert flag == new_arrival
+        if flag:
+            assert position == len(queue) - 1  # the newest job
+            if t <= params.tau:
+                servers_phase1.append(server)
+        if t > params.tau and not new_arrival:
+            assert not flag
+    assert servers_phase1 == [i % 5 for i in range(len(servers_phase1))]
+    phase1_explorations = sum(1 for t in busy if t <= params.tau and t >= 2 and trace.arrivals[t - 2])
+    assert len(servers_phase1) == phase1_explorations
+    late_rate = run.explored[params.tau:].sum() / trace.arrivals[params.tau - 1:-1].sum()
+    assert late_rate == pytest.approx(params.explore_prob, abs=0.02)
+
+
+def test_tau_formula_matches_spec_values():
+    from cqb.policies import resolve_params
+
+    taus = {slack: resolve_params("cqb_eps", None, PolicyEnv(5, 5, 5000, 0.7, slack)).tau
+            for slack in (0.05, 0.1, 0.15)}
+    assert taus[0.1] == pytest.approx(444, abs=1)
+    assert taus[0.15] == pytest.approx(154, abs=1)
+    assert taus[0.05] == pytest.approx(4838, abs=2)
+
+
+def test_cqb_eps_opt_is_cqb_eps_without_phase_one():
+    from cqb.policies import resolve_params
+
+    params = resolve_params("cqb_eps_opt", None, PolicyEnv(5, 5, 2500, 0.7, 0.1))
+    assert params.explore_prob == pytest.approx(2500 ** -0.5)
+
+
+def test_cqb_eta2_phases():
+    from cqb.policies import resolve_params
+
+    params = resolve_params("cqb_eta2", None, PolicyEnv(5, 5, 50_000, 0.7, 0.1))
+    assert params.eta == pytest.approx(0.025)
+    assert params.cutoff == 50_000 - math.ceil(3200 * math.log(50_000))
+    short = resolve_params("cqb_eta2", None, PolicyEnv(5, 5, 5000, 0.7, 0.1))
+    assert short.cutoff == short.tau  # the cutoff clips to τ at short horizons
+    instance, trace = _setup(spec=BASE, horizon=1200, seed=4)
+    inner, params = make_policy("cqb_eta2", policy_env(instance, 1200), trace.contexts, stream(4, "policy"),
+                                {"tau": 100, "cutoff": 700, "eta": 0.3}, trace.true_means)
+    run = run_policy(inner, trace)
+    rounds = np.arange(1, 1201)
+    new_arrival = np.concatenate([[False], trace.arrivals[:-1]])
+    assert np.array_equal(run.explored[rounds <= 100], new_arrival[rounds <= 100])
+    middle = (rounds > 100) & (rounds <= 700)
+    assert 0.15 < run.explored[middle].sum() / new_arrival[middle].sum() < 0.45
+    assert not run.explored[rounds > 700].any()
+
+
+def test_thompson_parameter_mode_runs_and_differs_from_score_mode():
+    a = simulate(SMALL, "cqb_ts", {"ts_mode": "score"}, 300, 0)
+    b = simulate(SMALL, "cqb_ts", {"ts_mode": "parameter"}, 300, 0)
+    assert not np.array_equal(a.queue, b.queue)
+    np.testing.assert_array_equal(b.queue, simulate(SMALL, "cqb_ts", {"ts_mode": "parameter"}, 300, 0).queue)
+
+
+# -------------------------------------------------------------------- behaviour
+
+
+def test_behaviour_on_small_instance():
+    seeds = range(4)
+    final = {p: np.mean([simulate(BASE, p, None, 2500, s).queue[-200:].mean() for s in seeds])
+             for p in ("oracle", "cqb_opt", "cqb_eps", "random")}
+    assert final["oracle"] <= final["cqb_opt"] + 0.5
+    assert final["cqb_eps"] < final["random"]
+    assert final["cqb_opt"] < 0.1 * final["random"]
+
+
+def test_random_policy_queue_grows_at_lambda_minus_its_service_rate():
+    horizon, slopes, predicted = 3000, [], []
+    for seed in range(3):
+        instance = instance_from_spec(BASE, stream(seed, "instance"))
+        result = simulate(instance, "random", None, horizon, seed)
+        contexts = instance.sample_contexts(20000, np.random.default_rng(seed))
+        mean_service = instance.service_probabilities(contexts).mean()
+        slopes.append((result.queue[-1] - result.queue[horizon // 2]) / (horizon - horizon // 2 - 1))
+        predicted.append(0.7 - mean_service)
+    assert np.mean(slopes) == pytest.approx(np.mean(predicted), abs=0.03)
+
+
+# -------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize("change,needle", [
+    ({"arrival_rate": -0.2}, "-0.2"),
+    ({"arrival_rate": 1.0}, "1.0"),
+    ({"arrival_rate": 1.3}, "1.3"),
+    ({"slack": 0.5}, "0.5"),
+    ({"n_servers": 0}, "n_servers"),
+    ({"kind": "weird"}, "weird"),
+    ({"colour": "red"}, "colour"),
+])
+def test_bad_instance_values_raise_naming_the_value(change, needle):
+    with pytest.raises(ValueError, match=needle):
+        simulate({**BASE, **change}, "random", None, 10, 0)
+
+
+def test_unknown_policy_and_parameter():
+    with pytest.raises(ValueError, match="'greedy'"):
+        simulate(BASE, "greedy", None, 10, 0)
+    with pytest.raises(ValueError, match="bonus_scal"):
+        simulate(BASE, "cqb_opt", {"bonus_scal": 0.1}, 10, 0)
+    with pytest.raises(ValueError, match="explore_prob"):
+        simulate(BASE, "cqb_eps", {"explore_prob": 2.0}, 10, 0)
+
+
+@pytest.mark.parametrize("horizon", [0, -5])
+def test_non_positive_horizon(horizon):
+    with pytest.raises(ValueError, match=str(horizon)):
+        simulate(BASE, "random", None, horizon, 0)
+
+
+def test_dimension_mismatch_between_theta_and_contexts():
+    with pytest.raises(ValueError, match="d=3.*d=4"):
+        pool_instance(np.ones((2, 3)), np.zeros((5, 4)), 0.5)
+
+
+def test_pool_contexts_must_lie_in_unit_ball():
+    with pytest.raises(ValueError, match="norm"):
+        pool_instance(np.ones((2, 2)), np.array([[3.0, 0.0]]), 0.5)
+
+
+def test_tau_formula_needs_slack():
+    with pytest.raises(ValueError, match="tau"):
+        make_policy("cqb_eps", PolicyEnv(2, 2, 100, 0.5, None), np.zeros((1, 2)), stream(0, "policy"))
+
+
+def test_run_result_regret():
+    result = RunResult(np.array([0, 3, 5]), np.array([0, 1, 5]), np.zeros(3), np.zeros(3, bool))
+    np.testing.assert_array_equal(result.regret, [0, 2, 0])
