@@ -1,0 +1,275 @@
+# Helpers shared by the rules: expand the validated config into the set of
+# run files (instance × horizon × policy label × seed) and map each
+# experiment, figure and panel onto them. No rules here.
+
+import hashlib
+import json
+import sys
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+
+class ConfigError(Exception):
+    """A config value the schema cannot catch (cross-references, sweeps)."""
+
+
+def config_error(key, value, why):
+    raise ConfigError(f"invalid config value {key} = {value!r}: {why}")
+
+
+def deep_merge(base, override):
+    """``base`` updated key by key with ``override`` (nested dicts merged)."""
+    merged = dict(base)
+    for key, value in (override or {}).items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+# ---------------------------------------------------------------- the package
+
+try:
+    from cqb.policies import DISPLAY_NAMES, POLICIES, policy_parameters
+except ImportError as error:  # the package must be installed: pip install -e .
+    raise ImportError(f"the workflow needs the cqb package ({error}); run `pip install -e .`")
+
+# Modules that cannot change a run's numbers: editing them must not rerun
+# simulations (restyling a figure only redraws it).
+NOT_SIMULATION_CODE = ("aggregate.py", "plotting.py", "cli.py", "data/")
+
+
+def simulation_code_hash():
+    """Hash of the package source that simulations depend on."""
+    import cqb
+
+    root = Path(cqb.__file__).parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        relative = path.relative_to(root).as_posix()
+        if relative.startswith(NOT_SIMULATION_CODE):
+            continue
+        digest.update(relative.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+CODE_HASH = simulation_code_hash()
+
+# ---------------------------------------------------------------- naming
+
+SCHEMA = yaml.safe_load(Path(workflow.basedir, "workflow/schemas/config.schema.yaml").read_text())
+INSTANCE_KEY_ORDER = ("n_servers", "dim", "arrival_rate", "slack", "min_accept_rate")
+INSTANCE_KEY_TAGS = {"n_servers": "K", "dim": "d", "arrival_rate": "lam", "slack": "eps",
+                     "min_accept_rate": "acc"}
+SWEEP_SYMBOLS = {"slack": "ϵ", "n_servers": "K", "dim": "d", "arrival_rate": "λ",
+                 "bonus_scale": "c_β"}
+INSTANCE_KEYS = set(SCHEMA["$defs"]["instance"]["properties"])
+
+
+def format_value(value):
+    """A number as it appears in file names and tables: 0.7 → '0.7', 5 → '5'."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    text = repr(value)
+    return text[:-2] if text.endswith(".0") else text
+
+
+def instance_id(spec):
+    """Readable canonical key of an instance spec, e.g. synth_K5_d5_lam0.7_eps0.1_acc0.005."""
+    if spec["kind"] == "synthetic":
+        parts = ["synth"] + [f"{INSTANCE_KEY_TAGS[k]}{format_value(spec[k])}"
+                             for k in INSTANCE_KEY_ORDER if k in spec]
+    else:
+        pool = Path(spec["pool"])
+        dataset = pool.parent.name if pool.stem == "instance" else pool.stem
+        parts = ["pool", dataset, f"lam{format_value(spec['arrival_rate'])}"]
+    return "_".join(parts)
+
+
+def check_against_schema(value, definition, key):
+    """Validate ``value`` against ``$defs/definition`` of the config schema."""
+    schema = {"$ref": f"#/$defs/{definition}", "$defs": SCHEMA["$defs"]}
+    try:
+        jsonschema.Draft202012Validator(schema).validate(value)
+    except jsonschema.ValidationError as error:
+        where = "".join(f"[{p!r}]" for p in error.absolute_path)
+        raise ConfigError(f"invalid config value {key}{where}: {error.message}") from None
+
+
+# ---------------------------------------------------------------- expansion
+
+
+def accepted_parameters(policy):
+    return set(policy_parameters(policy))
+
+
+def resolve_policy(label, experiment_name, experiment):
+    """(policy name, parameters, display name) of a label within an experiment."""
+    variants = config["policy_variants"]
+    if label in variants:
+        policy = variants[label]["policy"]
+        display = variants[label].get("display", label)
+        variant_params = variants[label].get("params", {})
+    else:
+        policy, display, variant_params = label, DISPLAY_NAMES.get(label, label), {}
+    if policy not in POLICIES:
+        config_error(f"experiments.{experiment_name}.policies", label,
+                     f"unknown policy; known: {', '.join(sorted(POLICIES))}")
+    accepted = accepted_parameters(policy)
+    shared = {k: v for k, v in config["defaults"]["policy_params"].items() if k in accepted}
+    params = deep_merge(shared, config["defaults"]["per_policy"].get(policy, {}))
+    params = deep_merge(params, variant_params)
+    params = deep_merge(params, experiment["policy_params"].get(label, {}))
+    unknown = sorted(set(params) - accepted)
+    if unknown:
+        config_error(f"parameters of policy {label!r} (experiment {experiment_name})", unknown,
+                     f"{policy} accepts only {sorted(accepted) or 'no parameters'}")
+    return policy, params, display
+
+
+def expand_experiment(name, experiment):
+    """Curves of an experiment: one entry per (label, sweep value), in config order."""
+    labels = list(experiment["policies"]) + list(experiment["variants"])
+    for label in experiment["variants"]:
+        if label not in config["policy_variants"]:
+            config_error(f"experiments.{name}.variants", label, "not a key of policy_variants")
+    for label in experiment["policy_params"]:
+        if label not in labels:
+            config_error(f"experiments.{name}.policy_params", label,
+                         f"not a policy of this experiment ({labels})")
+    sweep = experiment["sweep"] or {}
+    sweep_param, sweep_values = next(iter(sweep.items())) if sweep else ("", [None])
+    seeds = list(range(experiment["first_seed"], experiment["first_seed"] + experiment["seeds"]))
+    curves = []
+    for label in labels:
+        policy, params, display = resolve_policy(label, name, experiment)
+        for value in sweep_values:
+            spec, run_label, run_params = dict(experiment["instance"]), label, dict(params)
+            if sweep_param in INSTANCE_KEYS:
+                spec[sweep_param] = value
+            elif sweep_param:
+                if sweep_param not in accepted_parameters(policy):
+                    config_error(f"experiments.{name}.sweep", sweep_param,
+                                 f"neither an instance key nor a parameter of {policy}")
+                run_params[sweep_param] = value
+                run_label = f"{label}.{sweep_param}{format_value(value)}"
+            check_against_schema(spec, "instance", f"experiments.{name}.instance")
+            check_against_schema(run_params, "policy_params",
+                                 f"experiments.{name} parameters of {run_label}")
+            if spec["kind"] == "synthetic" and spec["arrival_rate"] + spec["slack"] >= 1:
+                config_error(f"experiments.{name}.instance.arrival_rate + slack",
+                             spec["arrival_rate"] + spec["slack"],
+                             "must be < 1 (no service probability reaches it)")
+            curves.append({
+                "label": run_label,
+                "base_label": label,
+                "policy": policy,
+                "display": display,
+                "params": run_params,
+                "spec": spec,
+                "instance_id": instance_id(spec),
+                "horizon": experiment["horizon"],
+                "sweep_param": sweep_param,
+                "sweep_value": value,
+                "seeds": seeds,
+            })
+    return curves
+
+
+def build_runs():
+    """RUNS: (instance_id, horizon, label) → what to simulate; each distinct
+    combination is simulated once, whichever experiments share it."""
+    runs, experiments = {}, {}
+    for name, experiment in config["experiments"].items():
+        experiments[name] = expand_experiment(name, experiment)
+        for curve in experiments[name]:
+            key = (curve["instance_id"], str(curve["horizon"]), curve["label"])
+            run = {"spec": curve["spec"], "policy": curve["policy"], "params": curve["params"]}
+            if key in runs and {k: runs[key][k] for k in run} != run:
+                raise ConfigError(
+                    f"experiments {runs[key]['experiments'][0]} and {name} both run "
+                    f"{curve['label']!r} on {curve['instance_id']} (T = {curve['horizon']}) with "
+                    f"different parameters ({runs[key]['params']} vs {curve['params']}); "
+                    "give one of them a policy_variants label")
+            runs.setdefault(key, dict(run, experiments=[]))["experiments"].append(name)
+    return runs, experiments
+
+
+RESULTS = config["results_dir"]
+FIGURES = config["figures_dir"]
+RUN_FILE = RESULTS + "/runs/{instance_id}/T{horizon}/{policy}/seed{seed}.npz"
+AGGREGATE_FILE = RESULTS + "/aggregate/{experiment}.tsv"
+
+RUNS, EXPERIMENT_CURVES = build_runs()
+
+
+def run_files(curve):
+    return [RUN_FILE.format(instance_id=curve["instance_id"], horizon=curve["horizon"],
+                            policy=curve["label"], seed=seed) for seed in curve["seeds"]]
+
+
+# ---------------------------------------------------------------- figures
+
+
+def resolve_panels(figure_name):
+    """Panels of a figure with their curves (labels, display names, sweep values)."""
+    panels = []
+    for index, panel in enumerate(config["figures"][figure_name]["panels"]):
+        key = f"figures.{figure_name}.panels[{index}]"
+        experiment = panel["experiment"]
+        if experiment not in EXPERIMENT_CURVES:
+            config_error(f"{key}.experiment", experiment,
+                         f"not an experiment ({', '.join(config['experiments'])})")
+        curves = EXPERIMENT_CURVES[experiment]
+        base_labels = list(dict.fromkeys(c["base_label"] for c in curves))
+        labels = panel.get("policies", base_labels)
+        for label in labels:
+            if label not in base_labels:
+                config_error(f"{key}.policies", label, f"not run in experiment {experiment} ({base_labels})")
+        values = list(dict.fromkeys(c["sweep_value"] for c in curves))
+        wanted_values = panel.get("sweep_values", values)
+        for value in wanted_values:
+            if value not in values:
+                config_error(f"{key}.sweep_values", value, f"not a sweep value of {experiment} ({values})")
+        sweep_param = curves[0]["sweep_param"]
+        symbol = SWEEP_SYMBOLS.get(sweep_param, sweep_param)
+        selected = []
+        for label in labels:
+            for value in wanted_values:
+                curve = next(c for c in curves if c["base_label"] == label and c["sweep_value"] == value)
+                if not sweep_param:
+                    legend = curve["display"]
+                elif len(labels) == 1:
+                    legend = f"{symbol} = {format_value(value)}"
+                else:
+                    legend = f"{curve['display']}, {symbol} = {format_value(value)}"
+                selected.append({"policy": curve["label"], "display": curve["display"],
+                                 "sweep_value": "" if value is None else format_value(value),
+                                 "legend": legend})
+        panels.append({"title": panel.get("title", experiment), "experiment": experiment,
+                       "sweep_param": sweep_param, "curves": selected,
+                       "yscale": panel["yscale"], "ylim": panel.get("ylim")})
+    return panels
+
+
+def figure_experiments(figure_name):
+    return sorted({panel["experiment"] for panel in config["figures"][figure_name]["panels"]})
+
+
+def figure_outputs(figure_name):
+    return [f"{FIGURES}/{figure_name}.{ext}" for ext in ("pdf", "png", "tsv")]
+
+
+def figure_spec(figure_name):
+    figure = config["figures"][figure_name]
+    return {"name": figure_name, "title": figure.get("title", figure_name),
+            "band": figure["band"], "panel_width": figure["panel_width"],
+            "panel_height": figure["panel_height"], "dpi": figure["dpi"],
+            "panels": resolve_panels(figure_name)}
+
+
+# Fail at parse time, naming the key, rather than in a plotting job.
+FIGURE_SPECS = {name: figure_spec(name) for name in config["figures"]}

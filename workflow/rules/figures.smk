@@ -1,0 +1,37 @@
+# Figures read only the aggregate tables: restyling never reruns a simulation.
+# One rule per figure of config `figures`, named after it (fig2, fig3, fig4),
+# so `snakemake --cores 2 fig3` builds just that figure.
+
+for figure_name in config["figures"]:
+    has_caption = Path(workflow.basedir, "workflow/report", f"{figure_name}.rst").exists()
+
+    rule:
+        name:
+            figure_name
+        localrule: True
+        input:
+            tables=[AGGREGATE_FILE.format(experiment=e) for e in figure_experiments(figure_name)],
+        output:
+            pdf=f"{FIGURES}/{figure_name}.pdf",
+            png=report(
+                f"{FIGURES}/{figure_name}.png",
+                caption=f"../report/{figure_name}.rst" if has_caption else "../report/figure.rst",
+                category="Figures",
+                labels={"figure": figure_name},
+            ),
+            tsv=report(
+                f"{FIGURES}/{figure_name}.tsv",
+                caption="../report/table.rst",
+                category="Data tables",
+                labels={"figure": figure_name},
+            ),
+        params:
+            spec=FIGURE_SPECS[figure_name],
+            experiments=figure_experiments(figure_name),
+            float_format=config["aggregate"]["float_format"],
+        log:
+            f"{RESULTS}/logs/figures/{figure_name}.log",
+        conda:
+            "../envs/analysis.yaml"
+        script:
+            "../../scripts/plot_figure.py"
