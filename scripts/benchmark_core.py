@@ -1,0 +1,102 @@
+"""Benchmark of the simulation core (not a test: timings depend on the machine).
+
+Usage: python scripts/benchmark_core.py [--repeats 3] [--out docs/benchmarks.md]
+
+Measures, for every policy, the wall time of one run (policy only; the trace
+and the oracle excluded) at the base instance (K = 5, d = 5, λ = 0.7, ϵ = 0.1,
+T = 5000) and at an MNIST-sized pool instance (K = 10, d = 49, λ = 0.15,
+T = 4000), then the per-round cost of CQB-Opt against queue length and d.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+
+import numpy as np
+
+from cqb import __version__
+from cqb.instances import instance_from_spec, pool_instance
+from cqb.policies import POLICIES, PolicyEnv, make_policy
+from cqb.rng import stream
+from cqb.simulate import draw_trace, play
+
+BASE = {"kind": "synthetic", "n_servers": 5, "dim": 5, "arrival_rate": 0.7, "slack": 0.1}
+
+
+def mnist_sized_instance(seed: int):
+    rng = np.random.default_rng(seed)
+    contexts = np.abs(rng.normal(size=(4000, 49)))  # non-negative like pixel features
+    contexts /= np.linalg.norm(contexts, axis=1).max()
+    theta = rng.normal(size=(10, 49)) * 2
+    return pool_instance(theta, contexts, 0.15)
+
+
+def time_policy(instance, trace, policy, params, repeats):
+    best = np.inf
+    for _ in range(repeats):
+        started = time.perf_counter()
+        run, _ = play(instance, trace, policy, params, 0)
+        best = min(best, time.perf_counter() - started)
+    return best, run
+
+
+def per_round_cost(queue_length, dim, n_servers=5, rounds=300):
+    """Seconds per CQB-Opt decision + update with a queue held at ``queue_length``."""
+    rng = np.random.default_rng(0)
+    contexts = rng.normal(size=(queue_length + rounds, dim))
+    contexts /= np.linalg.norm(contexts, axis=1, keepdims=True)
+    env = PolicyEnv(n_servers, dim, queue_length + rounds, 0.5, 0.1)
+    policy, _ = make_policy("cqb_opt", env, contexts, stream(0, "policy"))
+    queue = np.arange(queue_length)
+    for t in range(1, 30):  # warm up: estimator state, caches
+        position, server, _ = policy.choose(t, queue, False)
+        policy.observe(t, int(queue[position]), server, bool(rng.random() < 0.5))
+    started = time.perf_counter()
+    for t in range(30, 30 + rounds):
+        position, server, _ = policy.choose(t, queue, False)
+        policy.observe(t, int(queue[position]), server, bool(rng.random() < 0.5))
+    return (time.perf_counter() - started) / rounds
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", help="write the Markdown tables here as well")
+    args = parser.parse_args()
+
+    lines = [f"cqb {__version__}, Python {platform.python_version()}, numpy {np.__version__}, "
+             f"{platform.machine()}; best of {args.repeats} runs, wall time of the policy's loop", ""]
+    settings = [
+        ("base: K=5, d=5, λ=0.7, ϵ=0.1, T=5000", instance_from_spec(BASE, stream(0, "instance")), 5000),
+        ("MNIST-sized pool: K=10, d=49, λ=0.15, T=4000", mnist_sized_instance(0), 4000),
+    ]
+    for title, instance, horizon in settings:
+        trace = draw_trace(instance, horizon, 0)
+        lines += [f"### {title}", "", "| policy | seconds per run | rounds per second | mean Q(t) |",
+                  "| --- | ---: | ---: | ---: |"]
+        for policy in POLICIES:
+            params = {"tau": horizon // 10} if policy == "cqb_eps" and instance.slack is None else None
+            if policy == "cqb_eta2" and instance.slack is None:
+                params = {"tau": horizon // 10, "eta": 0.02, "cutoff": horizon // 2}
+            seconds, run = time_policy(instance, trace, policy, params, args.repeats)
+            lines.append(f"| {policy} | {seconds:.3f} | {horizon / seconds:,.0f} | {run.queue.mean():.2f} |")
+            print(lines[-1], flush=True)
+        lines.append("")
+
+    lines += ["### CQB-Opt per-round cost (decision + update) against queue length and d (K = 5)", "",
+              "| queue length | d = 5 | d = 20 | d = 49 |", "| ---: | ---: | ---: | ---: |"]
+    for queue_length in (1, 10, 100, 1000):
+        cells = [f"{per_round_cost(queue_length, dim) * 1e6:.0f} µs" for dim in (5, 20, 49)]
+        lines.append(f"| {queue_length} | " + " | ".join(cells) + " |")
+        print(lines[-1], flush=True)
+    text = "\n".join(lines) + "\n"
+    if args.out:
+        with open(args.out, "w") as handle:
+            handle.write(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
