@@ -36,6 +36,10 @@ def main(argv=None):
     parser.add_argument("--log", required=True)
     args = parser.parse_args(argv)
     instance, params = json.loads(args.instance), json.loads(args.params)
+    out = Path(args.out)
+    # temporary files of an earlier attempt that was killed mid-write (see cqb.io.atomic_write)
+    for stale in out.parent.glob(f".{out.name}.*"):
+        stale.unlink()
     with open(args.log, "w") as log:
         print(f"cqb {cqb.__version__} code {args.code_hash}: {args.policy} "
               f"{json.dumps(params, sort_keys=True)} on {json.dumps(instance, sort_keys=True)}, "

@@ -52,7 +52,9 @@ def simulation_code_hash():
         relative = path.relative_to(root).as_posix()
         if relative.startswith(NOT_SIMULATION_CODE):
             continue
-        digest.update(relative.encode() + b"\0" + path.read_bytes())
+        digest.update(relative.encode())
+        digest.update(b"\0")
+        digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 
 
@@ -140,8 +142,14 @@ def expand_experiment(name, experiment):
         if label not in labels:
             config_error(f"experiments.{name}.policy_params", label,
                          f"not a policy of this experiment ({labels})")
+    # A policy that does not take a swept policy parameter (the oracle under a
+    # bonus_scale sweep) does not depend on it: one set of runs for every value.
     sweep = experiment["sweep"] or {}
     sweep_param, sweep_values = next(iter(sweep.items())) if sweep else ("", [None])
+    if sweep_param and sweep_param not in INSTANCE_KEYS and not any(
+        sweep_param in accepted_parameters(resolve_policy(label, name, experiment)[0]) for label in labels
+    ):
+        config_error(f"experiments.{name}.sweep", sweep_param, f"no policy of the experiment takes it ({labels})")
     seeds = list(range(experiment["first_seed"], experiment["first_seed"] + experiment["seeds"]))
     curves = []
     for label in labels:
@@ -150,12 +158,10 @@ def expand_experiment(name, experiment):
             spec, run_label, run_params = dict(experiment["instance"]), label, dict(params)
             if sweep_param in INSTANCE_KEYS:
                 spec[sweep_param] = value
-            elif sweep_param:
-                if sweep_param not in accepted_parameters(policy):
-                    config_error(f"experiments.{name}.sweep", sweep_param,
-                                 f"neither an instance key nor a parameter of {policy}")
+            elif sweep_param in accepted_parameters(policy):
                 run_params[sweep_param] = value
-                run_label = f"{label}.{sweep_param}{format_value(value)}"
+                if run_params != params:  # the default value keeps the plain label (one set of runs)
+                    run_label = f"{label}.{sweep_param}{format_value(value)}"
             check_against_schema(spec, "instance", f"experiments.{name}.instance")
             check_against_schema(run_params, "policy_params",
                                  f"experiments.{name} parameters of {run_label}")
@@ -200,8 +206,10 @@ def build_runs():
 
 RESULTS = config["results_dir"]
 FIGURES = config["figures_dir"]
-RUN_FILE = RESULTS + "/runs/{instance_id}/T{horizon}/{policy}/seed{seed}.npz"
-AGGREGATE_FILE = RESULTS + "/aggregate/{experiment}.tsv"
+LOGS = f"{RESULTS}/logs"
+BENCHMARKS = f"{RESULTS}/benchmarks"
+RUN_FILE = f"{RESULTS}/runs/{{instance_id}}/T{{horizon}}/{{policy}}/seed{{seed}}.npz"
+AGGREGATE_FILE = f"{RESULTS}/aggregate/{{experiment}}.tsv"
 
 RUNS, EXPERIMENT_CURVES = build_runs()
 
@@ -209,6 +217,47 @@ RUNS, EXPERIMENT_CURVES = build_runs()
 def run_files(curve):
     return [RUN_FILE.format(instance_id=curve["instance_id"], horizon=curve["horizon"],
                             policy=curve["label"], seed=seed) for seed in curve["seeds"]]
+
+
+# ---------------------------------------------------------------- rule inputs and params
+
+def run_entry(wildcards):
+    key = (wildcards.instance_id, wildcards.horizon, wildcards.policy)
+    if key not in RUNS:
+        raise ValueError(f"no experiment in the config runs {key}")
+    return RUNS[key]
+
+
+def simulate_inputs(wildcards):
+    spec = run_entry(wildcards)["spec"]
+    # a pool instance needs its processed data file (built by workflow/rules/data.smk)
+    return {"pool": spec["pool"]} if spec["kind"] == "pool" else {}
+
+
+def python_for_jobs():
+    """`python` of the job's conda env, else the interpreter running Snakemake."""
+    uses_conda = "conda" in {str(m).lower() for m in workflow.deployment_settings.deployment_method}
+    return "python" if uses_conda else sys.executable
+
+
+JOB_PYTHON = python_for_jobs()
+
+
+def experiment_curves(experiment):
+    """The curves of an experiment with their run files, in config order."""
+    return [
+        {
+            "policy": curve["label"],
+            "sweep_param": curve["sweep_param"],
+            "sweep_value": "" if curve["sweep_value"] is None else format_value(curve["sweep_value"]),
+            "files": run_files(curve),
+        }
+        for curve in EXPERIMENT_CURVES[experiment]
+    ]
+
+
+def experiment_run_files(wildcards):
+    return [path for curve in experiment_curves(wildcards.experiment) for path in curve["files"]]
 
 
 # ---------------------------------------------------------------- figures

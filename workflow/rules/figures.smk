@@ -30,7 +30,7 @@ for figure_name in config["figures"]:
             experiments=figure_experiments(figure_name),
             float_format=config["aggregate"]["float_format"],
         log:
-            f"{RESULTS}/logs/figures/{figure_name}.log",
+            f"{LOGS}/figures/{figure_name}.log",
         conda:
             "../envs/analysis.yaml"
         script:
