@@ -37,6 +37,14 @@ class Instance:
     description: dict = field(default_factory=dict)
 
     @property
+    def norm_bound(self) -> float:
+        """The known S ≥ max ‖θ*_k‖ of Assumption 3.1: √d for U(−1, 1)^d parameters
+        (the largest possible norm), the largest ‖θ*_k‖ for a given θ* (pool)."""
+        if self.kind == "synthetic":
+            return math.sqrt(self.dim)
+        return float(np.linalg.norm(self.theta, axis=1).max())
+
+    @property
     def n_servers(self) -> int:
         return self.theta.shape[0]
 
@@ -73,6 +81,7 @@ class Instance:
             "arrival_rate": self.arrival_rate,
             "slack": self.slack,
             "theta_max_norm": float(np.linalg.norm(self.theta, axis=1).max()),
+            "norm_bound": self.norm_bound,
             "accept_rate": self.accept_rate,
             **self.description,
         }

@@ -35,6 +35,7 @@ class PolicyEnv:
     horizon: int
     arrival_rate: float
     slack: float | None  # nominal slack ϵ; None for real-data instances
+    norm_bound: float | None = None  # the known S of Assumption 3.1, if the instance states one
 
 
 class Policy(Protocol):
@@ -120,7 +121,7 @@ class EstimatorParams:
     reg: float = 1.0
     kappa: float = 10.0
     delta: float | None = None  # None → 1/T
-    norm_bound: float | None = None  # None → √d
+    norm_bound: float | None = None  # None → the instance's known bound (√d synthetic, max ‖θ*‖ pool)
     bonus_scale: float = 0.03  # c_β: see README, "The bonus scale"
     projection: str = "filippi"
     design_reg: str = "kappa"
@@ -134,7 +135,7 @@ class EstimatorParams:
         if self.delta is None:
             changes["delta"] = 1.0 / env.horizon
         if self.norm_bound is None:
-            changes["norm_bound"] = math.sqrt(env.dim)
+            changes["norm_bound"] = env.norm_bound if env.norm_bound is not None else math.sqrt(env.dim)
         if not (self.bonus_scale >= 0 and math.isfinite(self.bonus_scale)):
             raise ValueError(f"bonus_scale must be a non-negative number, got {self.bonus_scale!r}")
         resolved = _replace(self, **changes)

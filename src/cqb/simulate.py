@@ -17,6 +17,7 @@ import math
 from dataclasses import asdict, dataclass, field, is_dataclass
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from . import __version__
 from .instances import Instance, check_positive_int, instance_from_spec
@@ -98,7 +99,8 @@ class RunResult:
 
 
 def policy_env(instance: Instance, horizon: int) -> PolicyEnv:
-    return PolicyEnv(instance.n_servers, instance.dim, horizon, instance.arrival_rate, instance.slack)
+    return PolicyEnv(instance.n_servers, instance.dim, horizon, instance.arrival_rate, instance.slack,
+                     instance.norm_bound)
 
 
 def play(instance: Instance, trace: Trace, policy_name: str, policy_params: dict | None,
@@ -123,8 +125,12 @@ def simulate(instance_spec: dict | Instance, policy: str, policy_params: dict | 
     else:
         instance, spec = instance_from_spec(instance_spec, stream(seed, "instance")), instance_spec
     trace = draw_trace(instance, horizon, seed)
-    run, resolved = play(instance, trace, policy, policy_params, seed)
-    oracle = run if policy == "oracle" else play(instance, trace, "oracle", None, seed)[0]
+    # One BLAS thread: the matrices are small (d ≤ a few hundred) and a run is
+    # one single-threaded job; multithreaded BLAS on a loaded machine was
+    # measured 10× slower at d = 120.
+    with threadpool_limits(limits=1, user_api="blas"):
+        run, resolved = play(instance, trace, policy, policy_params, seed)
+        oracle = run if policy == "oracle" else play(instance, trace, "oracle", None, seed)[0]
     metadata = {
         "policy": policy,
         "policy_params": resolved,
