@@ -9,7 +9,6 @@
 
 from pathlib import Path
 
-import yaml
 from snakemake.utils import min_version, update_config, validate
 
 min_version("9.0")
@@ -18,22 +17,30 @@ min_version("9.0")
 configfile: "config/config.yaml"
 
 
-validate(config, "workflow/schemas/config.schema.yaml")
-
-# The real-data settings live in their own file under the key `data`. Loaded
-# here rather than with a second `configfile:` so that values given with
-# --configfile/--config still win, key by key.
-DATASETS_CONFIG = Path(workflow.basedir, "config/datasets.yaml")
-if DATASETS_CONFIG.exists():
-    datasets_config = yaml.safe_load(DATASETS_CONFIG.read_text()) or {}
-    update_config(datasets_config, {k: config[k] for k in datasets_config if k in config})
-    config.update(datasets_config)  # validated by workflow/rules/data.smk
-
-
 include: "workflow/rules/common.smk"
 
 
-# cheap rules (aggregate, figures) are marked `localrule: True` where they are defined
+# Nested --config values arrive as text ('0.1'): read them as YAML scalars.
+update_config(config, yaml_scalars(workflow.config_settings.config))
+validate(config, "workflow/schemas/config.schema.yaml")
+# The real-data settings live in their own file under the key `data`; loaded
+# here rather than with a second `configfile:` so that values given with
+# --configfile/--config still win, key by key.
+load_datasets_config(Path(workflow.basedir, "config/datasets.yaml"))
+
+RESULTS = config["results_dir"]
+FIGURES = config["figures_dir"]
+LOGS = f"{RESULTS}/logs"
+BENCHMARKS = f"{RESULTS}/benchmarks"
+# A run file depends on instance, horizon, policy label and seed only, so runs
+# shared by several experiments or figures are simulated once.
+RUN_FILE = f"{RESULTS}/runs/{{instance_id}}/T{{horizon}}/{{policy}}/seed{{seed}}.npz"
+AGGREGATE_FILE = f"{RESULTS}/aggregate/{{experiment}}.tsv"
+RUNS, EXPERIMENT_CURVES = build_runs()
+# Resolve every figure now: a bad panel fails at parse time, naming the key.
+FIGURE_SPECS = {name: figure_spec(name) for name in config["figures"]}
+
+
 localrules:
     all,
 

@@ -92,10 +92,14 @@ def plot_figure(spec: Mapping, table: pd.DataFrame):
                 ax.fill_between(t, mean - half, mean + half, color=colour, alpha=0.18, linewidth=0)
         ax.set_title(panel["title"], fontsize=10)
         ax.set_xlabel("round t")
-        ax.set_yscale(panel.get("yscale", "linear"))
+        yscale = panel.get("yscale", "linear")
+        if yscale == "symlog":  # linear up to 10 jobs, logarithmic above: small and linear growth both visible
+            ax.set_yscale("symlog", linthresh=10, linscale=1.0)
+        else:
+            ax.set_yscale(yscale)
         if panel.get("ylim"):
             ax.set_ylim(*panel["ylim"])
-        elif panel.get("yscale", "linear") == "linear":
+        elif yscale in ("linear", "symlog"):
             ax.set_ylim(bottom=0)
         ax.set_xlim(left=0)
         ax.grid(True, linewidth=0.4, alpha=0.5)

@@ -1,14 +1,17 @@
-# Helpers shared by the rules: expand the validated config into the set of
+# Helpers shared by the rules: read the config, expand it into the set of
 # run files (instance × horizon × policy label × seed) and map each
-# experiment, figure and panel onto them. No rules here.
+# experiment, figure and panel onto them. No rules here; the Snakefile calls
+# these once the config is validated.
 
 import hashlib
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import jsonschema
 import yaml
+from snakemake.utils import update_config
 
 
 class ConfigError(Exception):
@@ -28,6 +31,33 @@ def deep_merge(base, override):
         else:
             merged[key] = value
     return merged
+
+
+def yaml_scalars(value):
+    """Nested values given with --config arrive as text ('0.1', 'null'): read
+    such text as the YAML number, boolean or null it spells."""
+    if isinstance(value, Mapping):
+        return {key: yaml_scalars(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [yaml_scalars(item) for item in value]
+    if isinstance(value, str):
+        try:
+            parsed = yaml.safe_load(value)
+        except yaml.YAMLError:
+            return value
+        if parsed is None or isinstance(parsed, (bool, int, float)):
+            return parsed
+    return value
+
+
+def load_datasets_config(path):
+    """The real-data settings (config/datasets.yaml, top-level key `data`),
+    with values from the command line (--config/--configfile) on top."""
+    if not path.exists():
+        return
+    datasets_config = yaml.safe_load(path.read_text()) or {}
+    update_config(datasets_config, {k: config[k] for k in datasets_config if k in config})
+    config.update(datasets_config)  # validated by workflow/rules/data.smk
 
 
 # ---------------------------------------------------------------- the package
@@ -204,14 +234,6 @@ def build_runs():
     return runs, experiments
 
 
-RESULTS = config["results_dir"]
-FIGURES = config["figures_dir"]
-LOGS = f"{RESULTS}/logs"
-BENCHMARKS = f"{RESULTS}/benchmarks"
-RUN_FILE = f"{RESULTS}/runs/{{instance_id}}/T{{horizon}}/{{policy}}/seed{{seed}}.npz"
-AGGREGATE_FILE = f"{RESULTS}/aggregate/{{experiment}}.tsv"
-
-RUNS, EXPERIMENT_CURVES = build_runs()
 
 
 def run_files(curve):
@@ -236,7 +258,7 @@ def simulate_inputs(wildcards):
 
 def python_for_jobs():
     """`python` of the job's conda env, else the interpreter running Snakemake."""
-    uses_conda = "conda" in {str(m).lower() for m in workflow.deployment_settings.deployment_method}
+    uses_conda = any(str(m).lower() == "conda" for m in workflow.deployment_settings.deployment_method)
     return "python" if uses_conda else sys.executable
 
 
@@ -320,5 +342,3 @@ def figure_spec(figure_name):
             "panels": resolve_panels(figure_name)}
 
 
-# Fail at parse time, naming the key, rather than in a plotting job.
-FIGURE_SPECS = {name: figure_spec(name) for name in config["figures"]}

@@ -19,12 +19,8 @@ for figure_name in config["figures"]:
                 category="Figures",
                 labels={"figure": figure_name},
             ),
-            tsv=report(
-                f"{FIGURES}/{figure_name}.tsv",
-                caption="../report/table.rst",
-                category="Data tables",
-                labels={"figure": figure_name},
-            ),
+            # the data table stays out of the report (megabytes per figure)
+            tsv=f"{FIGURES}/{figure_name}.tsv",
         params:
             spec=FIGURE_SPECS[figure_name],
             experiments=figure_experiments(figure_name),

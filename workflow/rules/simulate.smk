@@ -24,6 +24,8 @@ rule simulate:
         policy_params=lambda wildcards: json.dumps(run_entry(wildcards)["params"], sort_keys=True),
         # editing the simulation code reruns the simulations
         code_hash=CODE_HASH,
+        # the interpreter running Snakemake (or the conda env's `python`)
+        python=JOB_PYTHON,
     log:
         f"{LOGS}/simulate/{{instance_id}}/T{{horizon}}/{{policy}}/seed{{seed}}.log",
     benchmark:
@@ -35,8 +37,7 @@ rule simulate:
     conda:
         "../envs/simulate.yaml"
     shell:
-        # the interpreter and script path stay out of params: moving the
-        # repository or venv must not rerun simulations
-        "{JOB_PYTHON} scripts/simulate.py --instance {params.instance:q} --policy {params.policy}"
+        # relative script path: moving the repository must not change params
+        "{params.python} scripts/simulate.py --instance {params.instance:q} --policy {params.policy}"
         " --params {params.policy_params:q} --horizon {wildcards.horizon} --seed {wildcards.seed}"
         " --code-hash {params.code_hash} --out {output:q} --log {log:q}"

@@ -1,0 +1,193 @@
+"""The Snakemake pipeline end to end, in a throw-away copy of the workflow.
+
+Slow (about two minutes): `pytest -m "not slow"` skips it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from conftest import REPO, copy_workflow, snakemake
+from cqb.aggregate import read_table
+
+pytestmark = pytest.mark.slow
+
+SMOKE = ("--configfile", "config/smoke.yaml")
+SMOKE_RESULTS = Path("results/smoke")
+DATASETS_MIRROR = REPO.parent / "shared" / "datasets"
+HAS_DATA_RULES = (REPO / "workflow" / "rules" / "data.smk").exists()
+CAN_RUN_FIG4 = (HAS_DATA_RULES and DATASETS_MIRROR.is_dir()
+                and importlib.util.find_spec("torchvision") is not None)
+# 8 policies × 2 seeds on the base instance + CQB-ε and CQB-Opt × 2 seeds at ϵ = 0.15
+# (ϵ = 0.1 is shared with the base instance)
+FIG2_SMOKE_RUNS = 16 + 4
+ALL_POLICIES = {"cqb_eps", "cqb_opt", "random", "oracle", "cqb_eps_opt", "cqb_ts", "q_ucb", "q_ths"}
+
+
+def smoke_targets():
+    return ["fig2", "fig3", "fig6"] + (["fig4"] if CAN_RUN_FIG4 else [])
+
+
+def smoke_args(*targets, cores=2):
+    # targets first: --configfile takes every following word as a file
+    return [*targets, "--cores", str(cores), *SMOKE,
+            "--config", f"data={{mirror: {DATASETS_MIRROR}}}"]
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    """One end-to-end run of config/smoke.yaml (fig2, fig3 and, when possible, fig4)."""
+    workdir = copy_workflow(tmp_path_factory.mktemp("smoke") / "repo")
+    started = time.monotonic()
+    snakemake(workdir, *smoke_args(*smoke_targets()))
+    return workdir, time.monotonic() - started
+
+
+def test_lint_is_clean():
+    process = snakemake(REPO, "--lint", check=False)
+    output = process.stdout + process.stderr
+    assert process.returncode == 0 and "Lints for" not in output, output[-6000:]
+
+
+def test_dry_run_of_full_config_builds_every_figure(tmp_path):
+    workdir = copy_workflow(tmp_path / "repo")
+    process = snakemake(workdir, "-n", "all", "--config", f"data={{mirror: {DATASETS_MIRROR}}}")
+    output = process.stdout
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    for figure in config["figures"]:
+        assert f"rule {figure}:" in output, figure
+    # shared runs are counted once: fig2 left and the ϵ = 0.1 sweep, fig3's K = 5 and d = 5
+    n_simulate = int(next(line.split()[1] for line in output.splitlines() if line.startswith("simulate ")))
+    # fig2 + fig3: 8×10 base + 2×2×10 (ϵ = 0.05, 0.15) + 2×2×3×10 (K ≠ 5, d ≠ 5) = 240;
+    # fig6: 3×10 (c_β ≠ 0.03; its oracle and c_β = 0.03 are the base runs); fig4: 3×8×10
+    assert n_simulate == 240 + 30 + 240
+
+
+def test_smoke_run_builds_figures_and_tables(smoke_run):
+    workdir, seconds = smoke_run
+    figures = workdir / SMOKE_RESULTS / "figures"
+    for figure in smoke_targets():
+        for ext in ("pdf", "png", "tsv"):
+            assert (figures / f"{figure}.{ext}").stat().st_size > 0, f"{figure}.{ext}"
+    smoke = yaml.safe_load((workdir / "config" / "smoke.yaml").read_text())
+
+    fig2 = read_table(figures / "fig2.tsv")
+    assert sorted(fig2["panel"].unique()) == [1, 2, 3]
+    left = fig2[fig2["panel"] == 1]
+    assert set(left["policy"]) == ALL_POLICIES
+    assert set(fig2[fig2["panel"] == 2]["policy"]) == {"cqb_eps"}
+    slack_values = {str(v) for v in smoke["experiments"]["synthetic_slack"]["sweep"]["slack"]}
+    assert set(fig2[fig2["panel"] == 2]["sweep_value"]) == slack_values
+    horizon = smoke["experiments"]["synthetic_base"]["horizon"]
+    assert len(left) == len(ALL_POLICIES) * horizon
+
+    fig3 = read_table(figures / "fig3.tsv")
+    assert sorted(fig3["panel"].unique()) == [1, 2, 3, 4]
+    assert set(fig3[fig3["panel"] == 1]["sweep_param"]) == {"n_servers"}
+    assert set(fig3[fig3["panel"] == 4]["sweep_param"]) == {"dim"}
+
+    for table in (fig2, fig3):
+        n = table["n_seeds"].to_numpy()
+        assert (n == smoke["experiments"]["synthetic_base"]["seeds"]).all()
+        for column in ("queue_mean", "oracle_mean"):
+            values = table[column].to_numpy()
+            assert (values >= 0).all()
+            # a mean of integers over n seeds is a multiple of 1/n
+            np.testing.assert_allclose(values * n, np.round(values * n), atol=1e-4)
+        np.testing.assert_allclose(table["regret_mean"], table["queue_mean"] - table["oracle_mean"], atol=2e-6)
+        assert (table["queue_sd"] >= 0).all()
+        # the oracle curve's regret is zero
+        oracle = table[table["policy"] == "oracle"]
+        assert (oracle["regret_mean"] == 0).all()
+    print(f"smoke run: {seconds:.1f} s")
+
+
+@pytest.mark.skipif(not CAN_RUN_FIG4, reason="needs workflow/rules/data.smk, ../shared/datasets and torchvision")
+def test_smoke_run_builds_fig4(smoke_run):
+    workdir, _ = smoke_run
+    fig4 = read_table(workdir / SMOKE_RESULTS / "figures" / "fig4.tsv")
+    assert sorted(fig4["panel"].unique()) == [1, 2, 3]
+    for panel in (1, 2, 3):
+        assert set(fig4[fig4["panel"] == panel]["policy"]) == ALL_POLICIES
+    assert (fig4["queue_mean"] >= 0).all()
+
+
+def test_second_run_has_nothing_to_do(smoke_run):
+    workdir, _ = smoke_run
+    process = snakemake(workdir, "-n", *smoke_args(*smoke_targets()))
+    assert "Nothing to be done" in process.stdout + process.stderr, process.stdout[-3000:]
+
+
+def test_restyling_does_not_rerun_simulations(smoke_run):
+    workdir, _ = smoke_run
+    restyled = ["--config", "figures={fig2: {dpi: 60, panels: [{experiment: synthetic_base}]}}"]
+    process = snakemake(workdir, "-n", *smoke_args("fig2"), *restyled)
+    assert "simulate" not in process.stdout.split("Job stats:")[1].split("Reasons")[0]
+
+
+def test_aggregates_are_identical_with_one_and_two_cores(smoke_run, tmp_path):
+    workdir, _ = smoke_run
+    serial = copy_workflow(tmp_path / "repo")
+    snakemake(serial, *smoke_args("fig2", "fig3", cores=1))
+    tables = sorted((workdir / SMOKE_RESULTS / "aggregate").glob("synthetic_*.tsv"))
+    assert len(tables) == 4
+    for table in tables:
+        assert (serial / SMOKE_RESULTS / "aggregate" / table.name).read_bytes() == table.read_bytes(), table.name
+    for name in ("fig2.tsv", "fig3.tsv"):
+        assert (serial / SMOKE_RESULTS / "figures" / name).read_bytes() == \
+            (workdir / SMOKE_RESULTS / "figures" / name).read_bytes(), name
+
+
+@pytest.mark.parametrize("override, key, value", [
+    ("experiments: {synthetic_base: {instance: {arrival_rate: 1.5}}}", "arrival_rate", "1.5"),
+    ("experiments: {synthetic_base: {seeds: 0}}", "seeds", "0"),
+    ("experiments: {synthetic_base: {policies: [cqb_eps, cqb_magic]}}", "policies", "cqb_magic"),
+    ("experiments: {synthetic_slack: {sweep: {slack: [0.1, 1.5]}}}", "slack", "1.5"),
+    ("defaults: {policy_params: {projection: nearest}}", "projection", "nearest"),
+])
+def test_bad_config_value_is_named(workflow_copy, override, key, value):
+    (workflow_copy / "config" / "bad.yaml").write_text(override + "\n")
+    process = snakemake(workflow_copy, "-n", "fig2", "--configfile", "config/bad.yaml", check=False)
+    output = process.stdout + process.stderr
+    assert process.returncode != 0
+    assert key in output and value in output, output[-3000:]
+
+
+def test_interrupted_run_resumes_without_partial_files(workflow_copy):
+    """SIGKILL the whole run (Snakemake and its jobs) mid-way, then resume."""
+    runs = workflow_copy / SMOKE_RESULTS / "runs"
+    process = subprocess.Popen([sys.executable, "-m", "snakemake", *smoke_args("fig2")],
+                               cwd=workflow_copy, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while len(list(runs.rglob("seed*.npz"))) < 3:
+            assert process.poll() is None, "the run ended before it could be interrupted"
+            assert time.monotonic() < deadline, "no run files after two minutes"
+            time.sleep(0.05)
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    finished = list(runs.rglob("seed*.npz"))
+    assert finished and len(finished) < FIG2_SMOKE_RUNS, "interrupt came too late to test anything"
+    for path in finished:  # every visible run file is complete
+        with np.load(path) as data:
+            assert data["queue"].shape == data["oracle_queue"].shape
+
+    # a hard kill leaves Snakemake's lock, and a job killed after its file was
+    # renamed into place but before Snakemake noted it counts as incomplete
+    snakemake(workflow_copy, "--unlock", *SMOKE)
+    snakemake(workflow_copy, *smoke_args("fig2"), "--rerun-incomplete")
+    assert len(list(runs.rglob("seed*.npz"))) == FIG2_SMOKE_RUNS
+    leftovers = [p for p in runs.rglob("*") if p.is_file() and p.name.startswith(".")]
+    assert not leftovers, f"temporary files left behind: {leftovers}"
