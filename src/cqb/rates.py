@@ -58,3 +58,75 @@ def fit_rate(final_regrets: dict[int, np.ndarray], bootstrap: int = 2000, seed: 
     low, high = (np.percentile(draws, [2.5, 97.5]) if len(draws) >= bootstrap // 2 else (math.nan, math.nan))
     return {**result, "slope": slope, "ci_low": float(low), "ci_high": float(high),
             "bootstrap_kept": len(draws)}
+
+
+def final_regret_rows(runs) -> list[dict]:
+    """One row per run: (policy label, horizon, seed, Q(T), Q*(T), Q(T) − Q*(T)).
+
+    ``runs`` yields (label, horizon, seed, run dict from :func:`cqb.io.load_run`)."""
+    rows = []
+    for label, horizon, seed, run in runs:
+        queue, oracle = int(run["queue"][-1]), int(run["oracle_queue"][-1])
+        rows.append({"policy": label, "horizon": int(horizon), "seed": int(seed),
+                     "final_queue": queue, "final_oracle": oracle, "final_regret": queue - oracle})
+    return rows
+
+
+def rate_tables(final_rows: list[dict], bootstrap: int = 2000):
+    """(per-horizon summary, per-policy slope) tables from :func:`final_regret_rows`."""
+    import pandas as pd
+
+    final = pd.DataFrame(final_rows)
+    summary, slopes = [], []
+    for policy in dict.fromkeys(final["policy"]):
+        own = final[final["policy"] == policy]
+        by_horizon = {int(h): group["final_regret"].to_numpy() for h, group in own.groupby("horizon")}
+        for row in regret_summary(by_horizon):
+            row["mean_queue"] = float(own[own["horizon"] == row["horizon"]]["final_queue"].mean())
+            row["mean_oracle"] = float(own[own["horizon"] == row["horizon"]]["final_oracle"].mean())
+            summary.append({"policy": policy, **row})
+        fit = fit_rate(by_horizon, bootstrap=bootstrap)
+        slopes.append({"policy": policy, "slope": fit["slope"], "ci_low": fit["ci_low"],
+                       "ci_high": fit["ci_high"],
+                       "horizons_used": " ".join(map(str, fit["horizons_used"])),
+                       "horizons_dropped": " ".join(map(str, fit["horizons_dropped"]))})
+    return pd.DataFrame(summary), pd.DataFrame(slopes)
+
+
+def plot_rates(summary, slopes, display_names: dict, colours: dict | None = None):
+    """Log–log plot of the mean final regret against T with 95% intervals,
+    fitted slopes in the legend, and reference shapes T^(−1/4), T^(−1/2), log²T."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(6.4, 4.4), constrained_layout=True)
+    horizons = np.array(sorted(summary["horizon"].unique()), dtype=float)
+    positive = summary[summary["mean"] > 0]["mean"]
+    anchor = float(np.exp(np.log(positive).mean())) if len(positive) else 1.0
+    middle = float(np.exp(np.log(horizons).mean()))
+    for policy in dict.fromkeys(summary["policy"]):
+        rows = summary[summary["policy"] == policy].sort_values("horizon")
+        fit = slopes[slopes["policy"] == policy].iloc[0]
+        label = display_names.get(policy, policy)
+        if math.isfinite(fit["slope"]):
+            label += f": slope {fit['slope']:.2f} [{fit['ci_low']:.2f}, {fit['ci_high']:.2f}]"
+        low = np.clip(rows["mean"] - rows["ci_low"], 0, None)
+        high = rows["ci_high"] - rows["mean"]
+        shown = rows["mean"] > 0
+        axis.errorbar(rows["horizon"][shown], rows["mean"][shown],
+                      yerr=[low[shown], high[shown]], marker="o", capsize=3, label=label,
+                      color=(colours or {}).get(policy))
+    references = {"T^(−1/4)": middle ** 0.25 * horizons ** -0.25,
+                  "T^(−1/2)": middle ** 0.5 * horizons ** -0.5,
+                  "log²T": np.log(horizons) ** 2 / math.log(middle) ** 2}
+    for (name, shape), style in zip(references.items(), (":", "--", "-.")):
+        axis.plot(horizons, anchor * shape, style, color="black", linewidth=1, label=f"∝ {name}")
+    axis.set_xscale("log")
+    axis.set_yscale("log")
+    axis.set_xlabel("horizon T")
+    axis.set_ylabel("queue-length regret E[Q(T) − Q*(T)]")
+    axis.set_title("Empirical regret rates (mean over seeds, 95% t-intervals)")
+    axis.legend(fontsize=7)
+    return figure
