@@ -103,7 +103,9 @@ def plot_figure(spec: Mapping, table: pd.DataFrame):
             ax.set_ylim(bottom=0)
         ax.set_xlim(left=0)
         ax.grid(True, linewidth=0.4, alpha=0.5)
-        ax.legend(fontsize=7, frameon=False)
+        # two columns on a half-opaque frame keep eight curves' legend readable over the bands
+        ax.legend(fontsize=6.5, ncol=2 if len(panel["curves"]) > 4 else 1, frameon=True, framealpha=0.85,
+                  edgecolor="none")
     axes[0][0].set_ylabel("queue length Q(t)")
     n_seeds = sorted(set(table["n_seeds"]))
     band_text = {"sd": "±1 sd", "se": "±1 se", "none": "no band"}[band]

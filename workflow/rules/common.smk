@@ -67,24 +67,20 @@ try:
 except ImportError as error:  # the package must be installed: pip install -e .
     raise ImportError(f"the workflow needs the cqb package ({error}); run `pip install -e .`")
 
-# Modules that cannot change a run's numbers: editing them must not rerun
-# simulations (restyling a figure only redraws it).
-NOT_SIMULATION_CODE = ("aggregate.py", "plotting.py", "cli.py", "data/")
-
-
 def simulation_code_hash():
-    """Hash of the package source that simulations depend on."""
-    import cqb
+    """Hash of the package modules a simulation imports (cqb.simulate, cqb.io
+    and what they import), so editing the aggregation, plotting, data or
+    analysis code never reruns simulations."""
+    import cqb.io
+    import cqb.simulate
 
-    root = Path(cqb.__file__).parent
     digest = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
-        relative = path.relative_to(root).as_posix()
-        if relative.startswith(NOT_SIMULATION_CODE):
-            continue
-        digest.update(relative.encode())
+    modules = {name: module for name, module in sys.modules.items()
+               if (name == "cqb" or name.startswith("cqb.")) and getattr(module, "__file__", None)}
+    for name in sorted(modules):
+        digest.update(name.encode())
         digest.update(b"\0")
-        digest.update(path.read_bytes())
+        digest.update(Path(modules[name].__file__).read_bytes())
     return digest.hexdigest()[:16]
 
 
