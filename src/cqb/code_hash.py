@@ -1,4 +1,8 @@
-"""A hash of the package's source, so the pipeline reruns simulations when the code changes."""
+"""A hash of the simulation code, so the pipeline reruns simulations when it changes.
+
+Only the modules a simulation runs are hashed: editing the aggregation,
+plotting, data or rate-analysis code must not rerun any simulation.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +10,16 @@ import functools
 import hashlib
 from pathlib import Path
 
+SIMULATION_MODULES = ("__init__.py", "rng.py", "instances.py", "estimation.py", "policies.py",
+                      "simulate.py", "io.py")
+
 
 @functools.lru_cache(maxsize=1)
-def code_hash() -> str:
+def simulation_code_hash() -> str:
     digest = hashlib.sha256()
     root = Path(__file__).parent
-    for path in sorted(root.rglob("*.py")):
-        digest.update(path.relative_to(root).as_posix().encode())
+    for name in SIMULATION_MODULES:
+        digest.update(name.encode())
         digest.update(b"\0")
-        digest.update(path.read_bytes())
+        digest.update((root / name).read_bytes())
     return digest.hexdigest()[:16]

@@ -17,11 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from scipy.special import expit
+
+from .estimation import logistic
 
 
-def logistic(z):
-    return expit(z)
 
 
 @dataclass(frozen=True)

@@ -10,19 +10,19 @@ from pathlib import Path
 
 import numpy as np
 
-from .code_hash import code_hash
+from .code_hash import simulation_code_hash
 
 RUN_KEYS = ("queue", "oracle_queue", "gap", "explored")
 
 
 @contextlib.contextmanager
-def atomic_write(path, suffix: str | None = None):
+def atomic_write(path, suffix: str = ".tmp"):
     """Yield a temporary path beside ``path``; rename it onto ``path`` only if
-    the block finishes, so an interrupted write leaves no partial file."""
+    the block finishes, so an interrupted write leaves no partial file (and a
+    hard kill leaves at most a hidden ``.tmp`` file, never a partial output)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.",
-                                         suffix=suffix if suffix is not None else path.suffix)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix)
     os.close(handle)
     try:
         yield Path(temporary)
@@ -34,10 +34,11 @@ def atomic_write(path, suffix: str | None = None):
 
 
 def save_run(path, result) -> None:
-    metadata = dict(result.metadata, code_hash=code_hash())
-    with atomic_write(path, suffix=".npz") as temporary:
+    metadata = dict(result.metadata, code_hash=simulation_code_hash())
+    with atomic_write(path) as temporary, open(temporary, "wb") as handle:
+        # a file object, so numpy keeps the temporary name (no ".npz" appended)
         np.savez_compressed(
-            temporary,
+            handle,
             queue=result.queue.astype(np.int64),
             oracle_queue=result.oracle_queue.astype(np.int64),
             gap=result.gap.astype(np.float64),

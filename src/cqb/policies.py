@@ -21,9 +21,8 @@ from dataclasses import asdict, dataclass, fields
 from typing import Callable, Protocol
 
 import numpy as np
-from scipy.special import expit
 
-from .estimation import EstimatorConfig, LogisticEstimator
+from .estimation import EstimatorConfig, LogisticEstimator, logistic
 
 
 @dataclass(frozen=True)
@@ -362,7 +361,7 @@ class OptimisticScorer:
         self.stale_server = -1
         if fresh > 0:
             X = self.contexts[self.scored_until:newest]
-            means = expit(X @ est.theta.T)
+            means = logistic(X @ est.theta.T)
             if fresh == 1:
                 widths = np.sqrt((est.design_inv @ X[0]) @ X[0])[None]
             else:
@@ -455,7 +454,7 @@ class ThompsonPolicy:
             noise = self.rng.standard_normal((est.n_servers, est.dim))
             scale = scorer.bonus_scale * est.widths
             sampled = est.theta + scale[:, None] * np.einsum("kde,ke->kd", factors, noise)
-            scores = expit(scorer.contexts[queue] @ sampled.T)
+            scores = logistic(scorer.contexts[queue] @ sampled.T)
         position, server = divmod(int(scores.argmax()), scores.shape[1])
         return position, server, False
 

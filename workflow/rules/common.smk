@@ -63,28 +63,13 @@ def load_datasets_config(path):
 # ---------------------------------------------------------------- the package
 
 try:
+    from cqb.code_hash import simulation_code_hash
     from cqb.policies import DISPLAY_NAMES, POLICIES, policy_parameters
 except ImportError as error:  # the package must be installed: pip install -e .
     raise ImportError(f"the workflow needs the cqb package ({error}); run `pip install -e .`")
 
-def simulation_code_hash():
-    """Hash of the package modules a simulation imports (cqb.simulate, cqb.io
-    and what they import), so editing the aggregation, plotting, data or
-    analysis code never reruns simulations."""
-    import cqb.io
-    import cqb.simulate
 
-    digest = hashlib.sha256()
-    modules = {name: module for name, module in sys.modules.items()
-               if (name == "cqb" or name.startswith("cqb.")) and getattr(module, "__file__", None)}
-    for name in sorted(modules):
-        digest.update(name.encode())
-        digest.update(b"\0")
-        digest.update(Path(modules[name].__file__).read_bytes())
-    return digest.hexdigest()[:16]
-
-
-CODE_HASH = simulation_code_hash()
+CODE_HASH = simulation_code_hash()  # editing the simulation code reruns simulations
 
 # ---------------------------------------------------------------- naming
 
