@@ -7,7 +7,7 @@ from cqb.instances import instance_from_spec, pool_instance, synthetic_instance
 from cqb.io import load_run, save_run
 from cqb.policies import POLICIES, PolicyEnv, make_policy
 from cqb.rng import STREAM_NAMES, seed_streams, stream
-from cqb.simulate import RunResult, draw_trace, play, policy_env, run_policy, simulate
+from cqb.simulate import RunResult, draw_trace, policy_env, run_policy, simulate
 
 BASE = {"kind": "synthetic", "n_servers": 5, "dim": 5, "arrival_rate": 0.7, "slack": 0.1}
 SMALL = {"kind": "synthetic", "n_servers": 3, "dim": 3, "arrival_rate": 0.6, "slack": 0.15}

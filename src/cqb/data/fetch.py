@@ -11,9 +11,10 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import tempfile
 import urllib.request
 from pathlib import Path
+
+from ..io import atomic_write
 
 # torchvision looks for the archives under <root>/MNIST/raw/.
 MNIST_RAW_SUBDIR = Path("MNIST") / "raw"
@@ -74,19 +75,12 @@ def fetch_file(
         mirror = None  # mirror configured but this file is absent: fall back to the URL
     source = str(mirror) if mirror is not None else url
 
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".part", dir=dest.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
+    with atomic_write(dest, suffix=".part") as temporary:
+        with open(temporary, "wb") as handle:
             _copy_source_to(handle, url, mirror)
-        actual = file_digest(tmp_name)
+        actual = file_digest(temporary)
         if actual != expected:
             raise ChecksumError(f"{dest.name} (from {source})", expected, actual)
-        os.replace(tmp_name, dest)
-    except BaseException:
-        if os.path.exists(tmp_name):
-            os.unlink(tmp_name)
-        raise
     return dest
 
 

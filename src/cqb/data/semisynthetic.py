@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from scipy.special import expit
 from sklearn.linear_model import LogisticRegression
+
+from ..io import atomic_write
 
 
 @dataclass
@@ -118,31 +119,14 @@ def build_pool_instance(
 
 
 def _atomic_savez(path: Path, **arrays) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp.npz", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            np.savez(handle, **arrays)
-        os.replace(tmp_name, path)
-    except BaseException:
-        if os.path.exists(tmp_name):
-            os.unlink(tmp_name)
-        raise
+    with atomic_write(path) as temporary, open(temporary, "wb") as handle:
+        np.savez(handle, **arrays)
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     """Write text to a temp file beside `path`, then rename it into place."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp_name, path)
-    except BaseException:
-        if os.path.exists(tmp_name):
-            os.unlink(tmp_name)
-        raise
+    with atomic_write(path) as temporary:
+        Path(temporary).write_text(text, encoding="utf-8")
 
 
 def save_pool(path: str | os.PathLike, contexts, theta, labels, report: dict) -> None:
