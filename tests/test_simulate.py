@@ -359,3 +359,39 @@ def test_tau_formula_needs_slack():
 def test_run_result_regret():
     result = RunResult(np.array([0, 3, 5]), np.array([0, 1, 5]), np.zeros(3), np.zeros(3, bool))
     np.testing.assert_array_equal(result.regret, [0, 2, 0])
+
+
+def test_plugin_policies_register_through_entry_points(tmp_path, monkeypatch):
+    from importlib.metadata import EntryPoint
+
+    from cqb.policies import DISPLAY_NAMES, load_plugin_policies
+
+    (tmp_path / "my_plugin_policies.py").write_text(
+        "from dataclasses import dataclass\n"
+        "from cqb.policies import register_policy\n"
+        "@dataclass(frozen=True)\n"
+        "class Params:\n"
+        "    pass\n"
+        "class OldestFirst:\n"
+        "    def __init__(self, env, rng):\n"
+        "        self.env, self.rng = env, rng\n"
+        "    def choose(self, t, queue, new_arrival):\n"
+        "        return 0, int(self.rng.integers(self.env.n_servers)), False\n"
+        "    def observe(self, t, job, server, success):\n"
+        "        pass\n"
+        "@register_policy('test_oldest_first', 'Oldest first', Params)\n"
+        "def make(env, contexts, rng, params):\n"
+        "    return OldestFirst(env, rng)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    entry = EntryPoint("oldest", "my_plugin_policies", "cqb.policies")
+    try:
+        assert load_plugin_policies([entry]) == ["oldest"]
+        assert DISPLAY_NAMES["test_oldest_first"] == "Oldest first"
+        result = simulate(SMALL, "test_oldest_first", None, 200, 0)
+        assert result.queue.shape == (200,)
+    finally:
+        POLICIES.pop("test_oldest_first", None)
+        DISPLAY_NAMES.pop("test_oldest_first", None)
+    broken = EntryPoint("broken", "no_such_module_here", "cqb.policies")
+    with pytest.raises(ImportError, match="broken"):
+        load_plugin_policies([broken])

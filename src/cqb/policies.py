@@ -512,3 +512,32 @@ def _make_cqb_eta2(env, contexts, rng, params):
     return ExplorationUCBPolicy(env, contexts, rng, params, params.tau, params.eta,
                                 params.cutoff, params.phase1_server)
 
+
+
+PLUGIN_GROUP = "cqb.policies"
+
+
+def load_plugin_policies(entry_points=None) -> list[str]:
+    """Import the modules that installed packages declare under the entry-point
+    group ``cqb.policies``; their ``@register_policy`` decorators register them.
+    So a policy of your own package is known to the CLI, the simulator and every
+    pipeline job without editing this repository::
+
+        [project.entry-points."cqb.policies"]
+        my_policies = "my_package.policies"
+    """
+    if entry_points is None:
+        from importlib.metadata import entry_points as installed
+
+        entry_points = installed(group=PLUGIN_GROUP)
+    loaded = []
+    for entry in entry_points:
+        try:
+            entry.load()
+        except Exception as error:
+            raise ImportError(f"policy plugin {entry.name!r} ({entry.value}) failed to import: {error}") from error
+        loaded.append(entry.name)
+    return loaded
+
+
+load_plugin_policies()
