@@ -3,7 +3,7 @@
 # experiment is aggregated to a tidy table; figures are drawn from the tables
 # only. See docs/pipeline.md.
 #
-#   snakemake --cores 2            # all figures
+#   snakemake --cores 2            # all figures (fig2–fig6)
 #   snakemake --cores 2 fig3       # one figure
 #   snakemake --report report.html # HTML report of the figures
 
@@ -49,11 +49,17 @@ rule all:
     default_target: True
     input:
         [figure_outputs(name) for name in config["figures"]],
+        figure_outputs("fig5") if config["rates"]["experiment"] else [],
 
 
 include: "workflow/rules/simulate.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/figures.smk"
+
+
+if config["rates"]["experiment"]:
+
+    include: "workflow/rules/rates.smk"
 
 
 if Path(workflow.basedir, "workflow/rules/data.smk").exists():

@@ -35,7 +35,7 @@ ALL_POLICIES = {"cqb_eps", "cqb_opt", "random", "oracle", "cqb_eps_opt", "cqb_ts
 
 
 def smoke_targets():
-    return ["fig2", "fig3", "fig6"] + (["fig4"] if CAN_RUN_FIG4 else [])
+    return ["fig2", "fig3", "fig5", "fig6"] + (["fig4"] if CAN_RUN_FIG4 else [])
 
 
 def smoke_args(*targets, cores=2):
@@ -69,8 +69,11 @@ def test_dry_run_of_full_config_builds_every_figure(tmp_path):
     # shared runs are counted once: fig2 left and the ϵ = 0.1 sweep, fig3's K = 5 and d = 5
     n_simulate = int(next(line.split()[1] for line in output.splitlines() if line.startswith("simulate ")))
     # fig2 + fig3: 8×10 base + 2×2×10 (ϵ = 0.05, 0.15) + 2×2×3×10 (K ≠ 5, d ≠ 5) = 240;
-    # fig6: 3×10 (c_β ≠ 0.03; its oracle and c_β = 0.03 are the base runs); fig4: 3×8×10
-    assert n_simulate == 240 + 30 + 240
+    # fig6: CQB-Opt and CQB-ε × 4×10 (c_β ≠ 0.03; the oracle and c_β = 0.03 are the base runs);
+    # fig5: 3 policies × (5 horizons × 30 + 20 at T = 50000) − the 2×10 base runs at T = 5000;
+    # fig4: 3×8×10
+    assert "rule fig5:" in output and "rule regret_rates:" in output
+    assert n_simulate == 240 + 80 + (3 * (5 * 30 + 20) - 20) + 240
 
 
 def test_smoke_run_builds_figures_and_tables(smoke_run):
@@ -110,6 +113,60 @@ def test_smoke_run_builds_figures_and_tables(smoke_run):
         oracle = table[table["policy"] == "oracle"]
         assert (oracle["regret_mean"] == 0).all()
     print(f"smoke run: {seconds:.1f} s")
+
+
+def test_smoke_run_builds_fig5_rate_tables(smoke_run):
+    workdir, _ = smoke_run
+    smoke = yaml.safe_load((workdir / "config" / "smoke.yaml").read_text())
+    config = yaml.safe_load((workdir / "config" / "config.yaml").read_text())
+    experiment = config["experiments"][config["rates"]["experiment"]]
+    policies = experiment["policies"]
+    horizons = smoke["experiments"][config["rates"]["experiment"]]["sweep"]["horizon"]
+    by_horizon = {int(k): v for k, v in smoke["experiments"][config["rates"]["experiment"]]
+                  ["seeds_by_horizon"].items()}
+    aggregate = workdir / SMOKE_RESULTS / "aggregate"
+    summary = read_table(aggregate / "regret_rates.tsv")
+    assert len(summary) == len(policies) * len(horizons)
+    assert list(summary["policy"].unique()) == policies
+    for policy in policies:
+        assert sorted(summary[summary["policy"] == policy]["horizon"]) == sorted(horizons)
+    for _, row in summary.iterrows():  # seeds per horizon as configured
+        expected = by_horizon.get(row["horizon"], smoke["experiments"][config["rates"]["experiment"]]["seeds"])
+        assert row["n_seeds"] == expected
+    summary = summary.dropna(subset=["ci_low"])
+    assert (summary["ci_low"] <= summary["mean"] + 1e-6).all()
+    assert (summary["mean"] <= summary["ci_high"] + 1e-6).all()
+    np.testing.assert_allclose(summary["mean"], summary["mean_queue"] - summary["mean_oracle"], atol=2e-6)
+    slopes = read_table(aggregate / "regret_slopes.tsv")
+    assert list(slopes["policy"]) == policies
+    assert {"slope", "ci_low", "ci_high", "horizons_used", "horizons_dropped"} <= set(slopes.columns)
+    fig5 = read_table(workdir / SMOKE_RESULTS / "figures" / "fig5.tsv")
+    assert len(fig5) == len(policies) * len(horizons)
+    assert {"slope", "slope_ci_low", "slope_ci_high", "in_fit"} <= set(fig5.columns)
+    # one run file per (policy, T, seed), keyed by T
+    runs = workdir / SMOKE_RESULTS / "runs"
+    for horizon in horizons:
+        n = by_horizon.get(horizon, smoke["experiments"][config["rates"]["experiment"]]["seeds"])
+        files = list(runs.glob(f"*/T{horizon}/{policies[0]}/seed*.npz"))
+        assert len(files) == n, horizon
+        with np.load(files[0]) as run:
+            assert run["queue"].shape == (horizon,)
+
+
+def test_smoke_run_builds_fig6_bonus_panels(smoke_run):
+    workdir, _ = smoke_run
+    smoke = yaml.safe_load((workdir / "config" / "smoke.yaml").read_text())
+    scales = [str(v) if v != 1.0 else "1" for v in smoke["experiments"]["bonus_sensitivity"]["sweep"]["bonus_scale"]]
+    fig6 = read_table(workdir / SMOKE_RESULTS / "figures" / "fig6.tsv")
+    assert sorted(fig6["panel"].unique()) == [1, 2, 3, 4]
+    for panel, policy in ((1, "cqb_opt"), (2, "cqb_eps")):
+        rows = fig6[fig6["panel"] == panel]
+        assert {p.split(".")[0] for p in rows["policy"]} == {policy, "oracle"}
+        swept = rows[rows["policy"] != "oracle"]
+        assert sorted(set(swept["sweep_value"])) == sorted(scales)
+        # the oracle does not take c_β: drawn once per panel
+        assert rows[rows["policy"] == "oracle"]["sweep_value"].nunique() == 1
+    assert (fig6["queue_mean"] >= 0).all()
 
 
 @pytest.mark.skipif(not CAN_RUN_FIG4, reason="needs workflow/rules/data.smk, ../shared/datasets and torchvision")
@@ -161,6 +218,29 @@ def test_bad_config_value_is_named(workflow_copy, override, key, value):
     output = process.stdout + process.stderr
     assert process.returncode != 0
     assert key in output and value in output, output[-3000:]
+
+
+def test_horizon_sweep_expands_to_one_run_set_per_horizon(workflow_copy):
+    """sweep: {horizon: [...]} gives run files under T{horizon}, with per-horizon seeds."""
+    (workflow_copy / "config" / "sweep.yaml").write_text(
+        "experiments: {rates_horizons: {seeds: 4, seeds_by_horizon: {500: 2},"
+        " policies: [cqb_opt], sweep: {horizon: [250, 500, 750]}}}\n")
+    process = snakemake(workflow_copy, "-n", "regret_rates", "--configfile", "config/smoke.yaml",
+                        "config/sweep.yaml")
+    outputs = [line.split("output: ", 1)[1] for line in process.stdout.splitlines() if "output: " in line]
+    runs = [o for o in outputs if "/runs/" in o]
+    counts = {h: sum(f"/T{h}/cqb_opt/" in o for o in runs) for h in (250, 500, 750)}
+    assert counts == {250: 4, 500: 2, 750: 4}, counts
+    assert len(runs) == 10
+
+
+def test_horizon_sweep_rejects_a_bad_horizon(workflow_copy):
+    (workflow_copy / "config" / "bad.yaml").write_text(
+        "experiments: {rates_horizons: {sweep: {horizon: [300, 2.5]}}}\n")
+    process = snakemake(workflow_copy, "-n", "fig5", "--configfile", "config/smoke.yaml", "config/bad.yaml",
+                        check=False)
+    output = process.stdout + process.stderr
+    assert process.returncode != 0 and "horizon" in output and "2.5" in output, output[-3000:]
 
 
 def test_interrupted_run_resumes_without_partial_files(workflow_copy):

@@ -65,14 +65,20 @@ def figure_table(spec: Mapping, tables: Mapping[str, pd.DataFrame]) -> pd.DataFr
 
 
 def curve_colours(panel: Mapping) -> list:
+    """Sweep curves of one policy: a sequential map; otherwise one colour per
+    policy. Curves marked ``swept: False`` (a reference such as the oracle,
+    which does not take the swept parameter) keep their policy colour."""
     curves = panel["curves"]
     policies = [c["policy"] for c in curves]
-    if panel.get("sweep_param") and len(set(c["display"] for c in curves)) == 1:
-        cmap = plt.get_cmap(SWEEP_COLOURMAP)
-        n = len(curves)
-        return [cmap(0.85 * i / max(n - 1, 1)) for i in range(n)]
     fallback = plt.get_cmap("tab10")
-    return [POLICY_COLOURS.get(p.split(".")[0], fallback(i % 10)) for i, p in enumerate(policies)]
+    fixed = [POLICY_COLOURS.get(p.split(".")[0], fallback(i % 10)) for i, p in enumerate(policies)]
+    swept = [i for i, c in enumerate(curves) if c.get("swept", True)]
+    if panel.get("sweep_param") and swept and len(set(curves[i]["display"] for i in swept)) == 1:
+        cmap = plt.get_cmap(SWEEP_COLOURMAP)
+        n = len(swept)
+        for rank, i in enumerate(swept):
+            fixed[i] = cmap(0.85 * rank / max(n - 1, 1))
+    return fixed
 
 
 def plot_figure(spec: Mapping, table: pd.DataFrame):
@@ -86,7 +92,12 @@ def plot_figure(spec: Mapping, table: pd.DataFrame):
         for curve, colour in zip(panel["curves"], curve_colours(panel)):
             line = rows[(rows["policy"] == curve["policy"]) & (rows["sweep_value"] == curve["sweep_value"])]
             t, mean = line["t"].to_numpy(), line["queue_mean"].to_numpy()
-            ax.plot(t, mean, color=colour, linewidth=1.2, label=curve["legend"])
+            # a reference curve that does not take the swept parameter (the oracle): black, dashed
+            reference = panel.get("sweep_param") and not curve.get("swept", True)
+            if reference:
+                colour = "black"
+            ax.plot(t, mean, color=colour, linewidth=1.0 if reference else 1.2, label=curve["legend"],
+                    linestyle="--" if reference else "-")
             if band != "none":
                 half = line[f"queue_{band}"].fillna(0.0).to_numpy()
                 ax.fill_between(t, mean - half, mean + half, color=colour, alpha=0.18, linewidth=0)

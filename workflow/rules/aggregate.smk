@@ -4,6 +4,9 @@
 
 rule aggregate:
     localrule: True
+    wildcard_constraints:
+        # only experiments (not regret_rates.tsv and regret_slopes.tsv beside them)
+        experiment="|".join(re.escape(name) for name in config["experiments"]),
     input:
         experiment_run_files,
     output:

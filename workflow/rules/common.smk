@@ -5,6 +5,7 @@
 
 import hashlib
 import json
+import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -78,7 +79,7 @@ INSTANCE_KEY_ORDER = ("n_servers", "dim", "arrival_rate", "slack", "min_accept_r
 INSTANCE_KEY_TAGS = {"n_servers": "K", "dim": "d", "arrival_rate": "lam", "slack": "eps",
                      "min_accept_rate": "acc"}
 SWEEP_SYMBOLS = {"slack": "ϵ", "n_servers": "K", "dim": "d", "arrival_rate": "λ",
-                 "bonus_scale": "c_β"}
+                 "bonus_scale": "c_β", "horizon": "T"}
 INSTANCE_KEYS = set(SCHEMA["$defs"]["instance"]["properties"])
 
 
@@ -157,17 +158,36 @@ def expand_experiment(name, experiment):
     # bonus_scale sweep) does not depend on it: one set of runs for every value.
     sweep = experiment["sweep"] or {}
     sweep_param, sweep_values = next(iter(sweep.items())) if sweep else ("", [None])
-    if sweep_param and sweep_param not in INSTANCE_KEYS and not any(
+    if sweep_param == "horizon":
+        # a horizon sweep: one set of runs per T (the run path has T{horizon});
+        # ε = T^(−1/2), τ and δ = 1/T are resolved per run from its own T
+        for value in sweep_values:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                config_error(f"experiments.{name}.sweep.horizon", value, "a horizon must be an integer ≥ 1")
+    elif sweep_param and sweep_param not in INSTANCE_KEYS and not any(
         sweep_param in accepted_parameters(resolve_policy(label, name, experiment)[0]) for label in labels
     ):
         config_error(f"experiments.{name}.sweep", sweep_param, f"no policy of the experiment takes it ({labels})")
-    seeds = list(range(experiment["first_seed"], experiment["first_seed"] + experiment["seeds"]))
+    seeds_by_horizon = {}
+    for key, n in (experiment.get("seeds_by_horizon") or {}).items():
+        if sweep_param != "horizon":
+            config_error(f"experiments.{name}.seeds_by_horizon", key, "needs a horizon sweep")
+        try:
+            horizon = int(key)  # YAML gives an int key, --config a string
+        except ValueError:
+            config_error(f"experiments.{name}.seeds_by_horizon", key, "not an integer horizon")
+        # a horizon not swept is ignored: a layered config file (smoke.yaml)
+        # may sweep other horizons while this mapping is merged key by key
+        seeds_by_horizon[horizon] = n
     curves = []
     for label in labels:
         policy, params, display = resolve_policy(label, name, experiment)
         for value in sweep_values:
             spec, run_label, run_params = dict(experiment["instance"]), label, dict(params)
-            if sweep_param in INSTANCE_KEYS:
+            horizon, n_seeds = experiment["horizon"], experiment["seeds"]
+            if sweep_param == "horizon":
+                horizon, n_seeds = value, seeds_by_horizon.get(value, n_seeds)
+            elif sweep_param in INSTANCE_KEYS:
                 spec[sweep_param] = value
             elif sweep_param in accepted_parameters(policy):
                 run_params[sweep_param] = value
@@ -188,10 +208,10 @@ def expand_experiment(name, experiment):
                 "params": run_params,
                 "spec": spec,
                 "instance_id": instance_id(spec),
-                "horizon": experiment["horizon"],
+                "horizon": horizon,
                 "sweep_param": sweep_param,
                 "sweep_value": value,
-                "seeds": seeds,
+                "seeds": list(range(experiment["first_seed"], experiment["first_seed"] + n_seeds)),
             })
     return curves
 
@@ -266,6 +286,22 @@ def experiment_run_files(wildcards):
 # ---------------------------------------------------------------- figures
 
 
+def rates_runs():
+    """[label, horizon, seed, run file] of every run of the rates experiment, in config order."""
+    for reserved in ("regret_rates", "regret_slopes"):
+        if reserved in config["experiments"]:  # its tidy table would be Figure 5's table
+            config_error("experiments", reserved, "reserved for Figure 5's tables; rename the experiment")
+    name = config["rates"]["experiment"]
+    if name not in EXPERIMENT_CURVES:
+        config_error("rates.experiment", name, f"not an experiment ({', '.join(config['experiments'])})")
+    curves = EXPERIMENT_CURVES[name]
+    if curves[0]["sweep_param"] != "horizon":
+        config_error("rates.experiment", name, "needs a horizon sweep (sweep: {horizon: [...]})")
+    return [[curve["label"], curve["horizon"], seed, path]
+            for curve in curves for seed, path in zip(curve["seeds"], run_files(curve))]
+
+
+
 def resolve_panels(figure_name):
     """Panels of a figure with their curves (labels, display names, sweep values)."""
     panels = []
@@ -288,19 +324,26 @@ def resolve_panels(figure_name):
                 config_error(f"{key}.sweep_values", value, f"not a sweep value of {experiment} ({values})")
         sweep_param = curves[0]["sweep_param"]
         symbol = SWEEP_SYMBOLS.get(sweep_param, sweep_param)
+        # a label that does not take a swept policy parameter (the oracle under a
+        # bonus_scale sweep) has one run set for every value: draw it once
+        fixed = {label for label in labels
+                 if sweep_param and sweep_param not in INSTANCE_KEYS and sweep_param != "horizon"
+                 and sweep_param not in accepted_parameters(
+                     next(c["policy"] for c in curves if c["base_label"] == label))}
+        n_swept = len(set(labels) - fixed)
         selected = []
         for label in labels:
-            for value in wanted_values:
+            for value in wanted_values[:1] if label in fixed else wanted_values:
                 curve = next(c for c in curves if c["base_label"] == label and c["sweep_value"] == value)
-                if not sweep_param:
+                if not sweep_param or label in fixed:
                     legend = curve["display"]
-                elif len(labels) == 1:
+                elif n_swept == 1:
                     legend = f"{symbol} = {format_value(value)}"
                 else:
                     legend = f"{curve['display']}, {symbol} = {format_value(value)}"
                 selected.append({"policy": curve["label"], "display": curve["display"],
                                  "sweep_value": "" if value is None else format_value(value),
-                                 "legend": legend})
+                                 "legend": legend, "swept": label not in fixed})
         panels.append({"title": panel.get("title", experiment), "experiment": experiment,
                        "sweep_param": sweep_param, "curves": selected,
                        "yscale": panel["yscale"], "ylim": panel.get("ylim")})
