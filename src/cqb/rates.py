@@ -118,7 +118,7 @@ def plot_rates(summary, slopes, display_names: dict, colours: dict | None = None
     import matplotlib.pyplot as plt
     import matplotlib.ticker
 
-    figure, axis = plt.subplots(figsize=(7.0, 4.8), constrained_layout=True)
+    figure, axis = plt.subplots(figsize=(10.0, 4.8), constrained_layout=True)
     horizons = np.array(sorted(summary["horizon"].unique()), dtype=float)
     positive = summary[summary["mean"] > 0]["mean"]
     anchor = float(np.exp(np.log(positive).mean())) if len(positive) else 1.0
@@ -161,5 +161,7 @@ def plot_rates(summary, slopes, display_names: dict, colours: dict | None = None
     axis.set_title(title, fontsize=10)
     handles, labels = axis.get_legend_handles_labels()
     order = sorted(range(len(labels)), key=lambda i: labels[i].startswith("∝"))  # policies first
-    axis.legend([handles[i] for i in order], [labels[i] for i in order], fontsize=7, framealpha=0.9)
+    # beside the axes, not over the points
+    axis.legend([handles[i] for i in order], [labels[i] for i in order], fontsize=7, framealpha=0.9,
+                loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return figure
