@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -21,12 +20,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from conftest import copy_workflow
 from slurm_cluster import SlurmCluster, SlurmUnavailable, ensure_slurm_installed
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parent.parent
-WORKFLOW_FILES = ("Snakefile", "workflow", "config", "scripts")
 SMOKE_CONFIG = "config/smoke.yaml"
 # the synthetic figures: no dataset needed
 TARGETS = ("fig2", "fig3")
@@ -62,18 +61,6 @@ def cluster():
     with SlurmCluster() as slurm:
         print(f"single-node Slurm up in {time.monotonic() - started:.1f} s: {slurm.pids}")
         yield slurm
-
-
-def copy_workflow(destination: Path) -> Path:
-    destination.mkdir(parents=True, exist_ok=True)
-    for name in WORKFLOW_FILES:
-        source = REPO / name
-        if source.is_dir():
-            shutil.copytree(source, destination / name,
-                            ignore=shutil.ignore_patterns("__pycache__", ".snakemake"))
-        else:
-            shutil.copy2(source, destination / name)
-    return destination
 
 
 def snakemake(workdir: Path, *args: str, env=None) -> subprocess.CompletedProcess:

@@ -216,7 +216,19 @@ def expand_experiment(name, experiment):
     return curves
 
 
+def check_shared_parameters():
+    """Every key of defaults.policy_params must be a parameter of some policy:
+    the schema lets unknown keys through (plugin policies bring their own), so
+    a misspelt key would otherwise be dropped silently."""
+    known = set().union(*(accepted_parameters(policy) for policy in POLICIES))
+    for key, value in config["defaults"]["policy_params"].items():
+        if key not in known:
+            config_error(f"defaults.policy_params.{key}", value,
+                         f"no policy has a parameter {key!r}; known: {', '.join(sorted(known))}")
+
+
 def build_runs():
+    check_shared_parameters()
     """RUNS: (instance_id, horizon, label) → what to simulate; each distinct
     combination is simulated once, whichever experiments share it."""
     runs, experiments = {}, {}
