@@ -110,8 +110,7 @@ class LogisticEstimator:
         self.inverses = np.empty((n_servers, 2, dim, dim))
         self.inverses[:, 0] = np.eye(dim) / self.ridge
         self.inverses[:, 1] = np.eye(dim) / config.reg
-        self.design_inv = self.inverses[:, 0]  # views
-        self.hessian_inv = self.inverses[:, 1]
+        self.design_inv = self.inverses[:, 0]  # a view: V_k⁻¹ for the policies' widths
         self.next_refit = np.ones(n_servers, dtype=np.int64)
         self.widths = confidence_width(config, dim, n_servers, self.counts)
         self.refits = 0
