@@ -71,6 +71,11 @@ def register_policy(name: str, display_name: str, params: type, needs_truth: boo
     return wrap
 
 
+def registered_policies() -> dict[str, PolicySpec]:
+    """Every registered policy, plugins included, by name."""
+    return POLICIES
+
+
 def get_spec(name: str) -> PolicySpec:
     if name not in POLICIES:
         raise ValueError(f"unknown policy {name!r}; known policies: {', '.join(sorted(POLICIES))}")
@@ -334,7 +339,10 @@ class OptimisticScorer:
         self.bonuses = np.empty((capacity, env.n_servers))
         self.ucb = np.empty((capacity, env.n_servers))
         self.scored_until = 0  # arrival ids below this have full rows
-        self.stale_server = -1  # the column to refresh before the next decision
+        # Columns to refresh before the next decision. A set, not one server:
+        # exploration rounds update a server without scoring, so several
+        # columns can go stale between two UCB rounds.
+        self.stale = np.zeros(env.n_servers, dtype=bool)
 
     def refresh(self, queue):
         est = self.estimator
@@ -349,16 +357,16 @@ class OptimisticScorer:
             n_old = length - fresh
         else:
             n_old = int(np.searchsorted(queue, self.scored_until))
-        if self.stale_server >= 0 and n_old:
-            k = self.stale_server
+        if n_old:
             old = queue[:n_old]
             X = self.contexts[old]
-            means = est.mean_column(k, X)
-            bonuses = (self.bonus_scale * est.widths[k]) * est.width_column(k, X)
-            self.means[old, k] = means
-            self.bonuses[old, k] = bonuses
-            self.ucb[old, k] = means + bonuses
-        self.stale_server = -1
+            for k in np.flatnonzero(self.stale):
+                means = est.mean_column(k, X)
+                bonuses = (self.bonus_scale * est.widths[k]) * est.width_column(k, X)
+                self.means[old, k] = means
+                self.bonuses[old, k] = bonuses
+                self.ucb[old, k] = means + bonuses
+        self.stale[:] = False
         if fresh > 0:
             X = self.contexts[self.scored_until:newest]
             means = logistic(X @ est.theta.T)
@@ -380,7 +388,7 @@ class OptimisticScorer:
 
     def update(self, job, server, success):
         self.estimator.update(server, self.contexts[job], float(success))
-        self.stale_server = server
+        self.stale[server] = True
 
 
 class ExplorationUCBPolicy:
