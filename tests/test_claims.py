@@ -182,3 +182,28 @@ def test_markdown_table_has_one_row_per_claim():
                              ClaimSpec("c2", "A grows", "grows", "e", ("a",))], {"e": runs})
     text = claims_markdown(table)
     assert text.count("\n| A ") == 2 and "**holds**" in text
+
+
+def test_instance_statistics_per_sweep_value_from_run_metadata(tmp_path):
+    from cqb.io import save_run
+    from cqb.simulate import RunResult
+    from cqb.summaries import instance_statistics
+
+    curves = []
+    for slack, norms in (("0.1", (1.5, 1.7)), ("0.15", (1.9, 2.0))):
+        files = []
+        for seed, norm in enumerate(norms):
+            path = tmp_path / slack / f"seed{seed}.npz"
+            queue = np.zeros(20, dtype=np.int64)
+            save_run(path, RunResult(queue, queue, np.full(20, np.nan), np.zeros(20, bool),
+                                     {"seed": seed, "instance": {"theta_redraws": seed * 3,
+                                                                 "theta_max_norm": norm,
+                                                                 "accept_rate": 0.01 * (seed + 1),
+                                                                 "measured_slack": 0.1}}))
+            files.append(path)
+        curves.append(Curve("cqb_eps", files, "slack", slack))
+    stats_table = instance_statistics(summarise_curves(curves))
+    assert stats_table["sweep_value"].tolist() == ["0.1", "0.15"]
+    assert stats_table["theta_redraws_max"].tolist() == [3, 3]
+    assert stats_table["theta_max_norm_min"].tolist() == [1.5, 1.9]
+    assert stats_table["accept_rate_max"].tolist() == [0.02, 0.02]

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .aggregate import Curve, load_curve_arrays
+from .aggregate import Curve, load_curve_runs
 
 
 @dataclass(frozen=True)
@@ -48,9 +48,12 @@ class SummarySettings:
             raise ValueError(f"confidence must lie in (0, 1), got {self.confidence!r}")
 
 
+# What a run file records of its instance (synthetic: how often θ* was redrawn
+# to meet the slack, its largest norm, the share of contexts that pass).
+INSTANCE_COLUMNS = ("theta_redraws", "theta_max_norm", "accept_rate", "measured_slack")
 RUN_COLUMNS = ("policy", "sweep_param", "sweep_value", "seed", "horizon", "final_queue",
                "final_oracle", "final_regret", "tail_regret", "mean_regret", "early_regret",
-               "peak_round", "peak_queue", "late_slope", "stalled")
+               "peak_round", "peak_queue", "late_slope", "stalled") + INSTANCE_COLUMNS
 
 
 def tail_length(horizon: int, tail_fraction: float) -> int:
@@ -95,13 +98,42 @@ def summarise_curves(curves: Sequence[Curve], settings: SummarySettings = Summar
     """One row per run of every curve, in curve order then seed order."""
     rows = []
     for curve in curves:
-        queues, oracles, seeds = load_curve_arrays(curve.files)
-        for index, (queue, oracle) in enumerate(zip(queues, oracles)):
-            seed = seeds[index] if seeds[index] is not None else (curve.seeds[index] if curve.seeds else index)
+        queues, oracles, metadata = load_curve_runs(curve.files)
+        for index, (queue, oracle, meta) in enumerate(zip(queues, oracles, metadata)):
+            seed = meta.get("seed")
+            if seed is None:
+                seed = curve.seeds[index] if curve.seeds else index
+            instance = meta.get("instance") or {}
             rows.append({"policy": curve.policy, "sweep_param": curve.sweep_param,
                          "sweep_value": curve.sweep_value, "seed": int(seed),
-                         **run_summary(queue, oracle, settings)})
+                         **run_summary(queue, oracle, settings),
+                         **{key: _number(instance.get(key)) for key in INSTANCE_COLUMNS}})
     return pd.DataFrame(rows, columns=list(RUN_COLUMNS))
+
+
+def _number(value):
+    return math.nan if value is None else float(value)
+
+
+def instance_statistics(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per sweep value, what the instances of the seeds look like: θ* redraws
+    (mean, max), the range of max ‖θ*_k‖ and of the context acceptance rate.
+    An instance sweep (slack, K, d) redraws θ* per value, so a curve compares
+    instance populations as well as the swept quantity; this table says how
+    much they differ. One instance per seed: the first policy's rows."""
+    first = runs[runs["policy"] == runs["policy"].iloc[0]]
+    rows = []
+    for value, group in first.groupby("sweep_value", sort=False):
+        rows.append({"sweep_param": group["sweep_param"].iloc[0], "sweep_value": value,
+                     "n_instances": len(group),
+                     "theta_redraws_mean": float(group["theta_redraws"].mean()),
+                     "theta_redraws_max": float(group["theta_redraws"].max()),
+                     "theta_max_norm_min": float(group["theta_max_norm"].min()),
+                     "theta_max_norm_max": float(group["theta_max_norm"].max()),
+                     "accept_rate_min": float(group["accept_rate"].min()),
+                     "accept_rate_max": float(group["accept_rate"].max()),
+                     "measured_slack_min": float(group["measured_slack"].min())})
+    return pd.DataFrame(rows)
 
 
 def binomial_interval(successes: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
@@ -150,6 +182,6 @@ def curve_summaries(runs: pd.DataFrame, confidence: float = 0.95) -> pd.DataFram
 
 def read_runs_table(path) -> pd.DataFrame:
     table = pd.read_csv(path, sep="\t", dtype={"policy": str, "sweep_param": str, "sweep_value": str},
-                        keep_default_na=False, na_values={"late_slope": ["nan"]})
+                        keep_default_na=False, na_values={c: ["nan"] for c in ("late_slope",) + INSTANCE_COLUMNS})
     table["stalled"] = table["stalled"].astype(str).str.lower().isin(("true", "1"))
     return table
