@@ -207,3 +207,13 @@ def test_instance_statistics_per_sweep_value_from_run_metadata(tmp_path):
     assert stats_table["theta_redraws_max"].tolist() == [3, 3]
     assert stats_table["theta_max_norm_min"].tolist() == [1.5, 1.9]
     assert stats_table["accept_rate_max"].tolist() == [0.02, 0.02]
+
+
+def test_converges_is_checked_at_every_sweep_value():
+    runs = make_runs({("cqb_opt", "3"): [2.0, 3.0, 2.5, 2.2], ("cqb_opt", "5"): [0.1, 0.0, 0.2, 0.1]},
+                     sweep_param="dim")
+    spec = ClaimSpec("d", "converges", "converges", "e", ("cqb_opt",), threshold=1.0)
+    row = verdict(spec, runs)
+    assert row["verdict"] == FAILS and "dim = 3" in row["detail"] and "dim = 5" in row["detail"]
+    only_five = ClaimSpec("d", "converges", "converges", "e", ("cqb_opt",), threshold=1.0, sweep_values=("5",))
+    assert verdict(only_five, runs)["verdict"] == HOLDS
