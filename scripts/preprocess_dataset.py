@@ -3,18 +3,12 @@
 params.dataset: mnist | heart_disease | coupon; params.options: its config block
 plus preprocess_seed; params.mnist_root: torchvision root (MNIST only).
 input: the raw files (checksummed into the report).
+The output holds no timing (benchmarks/data/ has it), so a rerun gives the same bytes.
 """
 
 import json
 import logging
-import sys
 import time
-from pathlib import Path
-
-try:
-    import cqb.data  # noqa: F401
-except ImportError:  # env without the package installed: use the repo's src/
-    sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))
 
 from cqb.data import load_mnist_arrays, preprocess_dataset, save_features
 
@@ -28,7 +22,6 @@ if dataset == "mnist":
     logging.info("torchvision loaded %s images", images.shape)
 raw_files = [p for p in snakemake.input if not p.endswith(".names")]
 processed = preprocess_dataset(dataset, raw_files, options, images=images, labels=labels)
-processed.report["seconds"] = round(time.perf_counter() - started, 3)
 save_features(snakemake.output.features, processed.X, processed.y, processed.feature_names, processed.report)
 logging.info("report: %s", json.dumps(processed.report, sort_keys=True))
 logging.info("done in %.2f s", time.perf_counter() - started)

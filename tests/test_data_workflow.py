@@ -24,11 +24,12 @@ pytestmark = [
 ]
 
 
-def _snakefile(tmp_path: Path, targets: list[str]) -> Path:
+def _snakefile(tmp_path: Path, targets: list[str], config_lines: str) -> Path:
     snakefile = tmp_path / "Snakefile"
     snakefile.write_text(
         f'configfile: "{REPO}/config/datasets.yaml"\n'
         f'config["data"]["mirror"] = "{MIRROR}"\n'
+        f"{config_lines}"
         f'include: "{REPO}/workflow/rules/data.smk"\n\n'
         "rule all:\n"
         f"    input: {targets!r}\n"
@@ -36,23 +37,60 @@ def _snakefile(tmp_path: Path, targets: list[str]) -> Path:
     return snakefile
 
 
-def _run(tmp_path: Path, targets: list[str], *extra: str) -> subprocess.CompletedProcess:
+def _run(tmp_path: Path, targets: list[str], *extra: str, config_lines: str = "") -> subprocess.CompletedProcess:
     workdir = tmp_path / "work"
     workdir.mkdir(exist_ok=True)
     return subprocess.run(
-        [SNAKEMAKE, "-s", str(_snakefile(tmp_path, targets)), "--directory", str(workdir),
+        [SNAKEMAKE, "-s", str(_snakefile(tmp_path, targets, config_lines)), "--directory", str(workdir),
          "--cores", "1", *extra],
         capture_output=True, text=True,
     )
+
+
+COUPON_RAW = "data/raw/coupon/in-vehicle-coupon-recommendation.csv"
+COUPON_ENTRY = 'config["data"]["datasets"]["coupon"]["files"][0]'
+
+
+def _one_line_failure(result, tmp_path: Path, start: str) -> str:
+    """The job failed with exactly one line of its own starting with `start` and no traceback."""
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output
+    assert "Traceback" not in output, output
+    lines = [line for line in output.splitlines() if line.startswith(start)]
+    assert len(lines) == 1, output
+    raw_dir = tmp_path / "work" / "data/raw/coupon"
+    assert not raw_dir.exists() or not list(raw_dir.iterdir()), f"left behind: {list(raw_dir.iterdir())}"
+    return lines[0]
+
+
+def test_download_without_network_fails_in_one_line(tmp_path):
+    # No mirror, and a host that never resolves (.invalid, RFC 2606): the job must fail cleanly.
+    url = "https://cqb-no-such-host.invalid/in-vehicle-coupon-recommendation.csv"
+    config_lines = f'config["data"]["mirror"] = ""\n{COUPON_ENTRY}["url"] = "{url}"\n'
+    result = _run(tmp_path, [COUPON_RAW], config_lines=config_lines)
+    line = _one_line_failure(result, tmp_path, "fetch_dataset: ")
+    assert "in-vehicle-coupon-recommendation.csv" in line and url in line and "data.mirror" in line
+
+
+def test_checksum_mismatch_fails_in_one_line(tmp_path):
+    config_lines = f'{COUPON_ENTRY}["sha256"] = "{"0" * 64}"\n'
+    result = _run(tmp_path, [COUPON_RAW], config_lines=config_lines)
+    line = _one_line_failure(result, tmp_path, "fetch_dataset: ")
+    assert "sha256 mismatch" in line and "0" * 64 in line
 
 
 def test_dry_run_plans_every_dataset(tmp_path):
     targets = [f"data/processed/{d}/instance.npz" for d in ("mnist", "heart_disease", "coupon")]
     result = _run(tmp_path, targets, "-n")
     assert result.returncode == 0, result.stdout + result.stderr
-    for rule in ("download_mnist", "download_heart_disease", "download_coupon",
-                 "preprocess_mnist", "preprocess_heart_disease", "preprocess_coupon", "build_instance"):
-        assert rule in result.stdout
+    jobs = {}
+    for line in result.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].isdigit() and parts[0].isidentifier():
+            jobs[parts[0]] = int(parts[1])
+    # one download job per raw file (2 Heart Disease, 1 Coupon), one preprocess job per dataset
+    assert jobs == {"all": 1, "build_instance": 3, "download_dataset_file": 3, "download_mnist": 1,
+                    "preprocess_dataset": 2, "preprocess_mnist": 1, "total": 11}, result.stdout
 
 
 @pytest.mark.slow

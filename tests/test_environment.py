@@ -1,10 +1,15 @@
-"""environment.yml (conda) and requirements.txt (pip) list the same packages."""
+"""environment.yml (conda) and requirements.txt (pip) list the same packages; each
+per-rule env (workflow/envs/) installs what its rule imports, the cqb package included."""
 
 from __future__ import annotations
 
+import ast
 import re
+import sys
 import tomllib
+from pathlib import Path
 
+import pytest
 import yaml
 from packaging.requirements import Requirement
 
@@ -65,3 +70,200 @@ def test_rule_environments_parse():
     for path in sorted((REPO / "workflow" / "envs").glob("*.yaml")):
         environment = yaml.safe_load(path.read_text())
         assert environment["channels"] and environment["dependencies"], path.name
+
+
+# --- per-rule conda environments (workflow/envs/) ------------------------------------
+#
+# Static: no conda here. For every rule with a `conda:` directive, read what it runs
+# (its `script:`, or the `cqb` command / script / `-m` module of its `shell:`), follow
+# its imports through the cqb package, and check that the env lists every
+# third-party distribution and installs the package itself.
+
+RULES_DIR = REPO / "workflow" / "rules"
+ENVS_DIR = REPO / "workflow" / "envs"
+PACKAGE_DIR = REPO / "src" / "cqb"
+# import name → distribution name, where they differ
+DISTRIBUTIONS = {"sklearn": "scikit-learn", "yaml": "pyyaml", "imblearn": "imbalanced-learn",
+                 "PIL": "pillow", "skimage": "scikit-image"}
+# Imported only inside the functions that read MNIST (cqb.data.fetch_mnist,
+# load_mnist_arrays), which only the *_mnist rules call: needed by exactly those envs.
+MNIST_ONLY = {"torch", "torchvision"}
+# Provided by Snakemake to `script:` rules (its preamble adds its own path), not by the env.
+SNAKEMAKE_PROVIDED = {"snakemake"}
+_STRING = re.compile(r'"([^"]*)"|\'([^\']*)\'')
+
+
+def _directive_values(body: list[str], directive: str) -> list[str]:
+    """The string literals of a rule directive (its line and the more indented ones below)."""
+    for index, line in enumerate(body):
+        match = re.match(rf"^(\s*){directive}:(.*)$", line)
+        if not match:
+            continue
+        indent, text = len(match.group(1)), [match.group(2)]
+        for following in body[index + 1:]:
+            if following.strip() and len(following) - len(following.lstrip()) <= indent:
+                break
+            if not following.strip().startswith("#"):
+                text.append(following)
+        return ["".join(m) for line in text for m in _STRING.findall(line)]
+    return []
+
+
+def _line_of(body: list[str], directive: str) -> int:
+    return next(i for i, line in enumerate(body) if re.match(rf"^\s*{directive}:", line))
+
+
+def conda_rules() -> list[dict]:
+    """Every rule with a conda env: name, source file, env path, script or shell command."""
+    rules = []
+    for smk in sorted(RULES_DIR.glob("*.smk")):
+        lines = smk.read_text().splitlines()
+        for start, line in enumerate(lines):
+            header = re.match(r"^(\s*)rule\b\s*(\w*)\s*:", line)
+            if not header:
+                continue
+            indent = len(header.group(1))
+            body = []
+            for following in lines[start + 1:]:
+                if following.strip() and len(following) - len(following.lstrip()) <= indent:
+                    break
+                body.append(following)
+            conda = _directive_values(body, "conda")
+            if not conda:
+                continue
+            # `rule:` defined in a loop takes its name from a `name:` expression
+            name = header.group(2) or f"{smk.stem}:{body[_line_of(body, 'name') + 1].strip()}"
+            rules.append({
+                "name": name, "smk": smk, "env": (smk.parent / conda[0]).resolve(),
+                "script": [(smk.parent / s).resolve() for s in _directive_values(body, "script")],
+                "shell": "".join(_directive_values(body, "shell")),
+            })
+    return rules
+
+
+def _cqb_console_module() -> str:
+    entry = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]["cqb"]
+    return entry.split(":")[0]
+
+
+def run_targets(rule: dict) -> list[Path]:
+    """The Python files a rule runs: its script, or what its shell command starts."""
+    if rule["script"]:
+        return rule["script"]
+    shell = rule["shell"]
+    targets = [REPO / path for path in re.findall(r"(scripts/[\w/]+\.py)", shell)]
+    modules = re.findall(r"-m\s+(cqb[\w.]*)", shell)
+    if re.search(r"(^|[\s;&|(])cqb\s", shell):
+        modules.append(_cqb_console_module())
+    targets += [module_file(module) for module in modules]
+    assert targets, f"rule {rule['name']}: cannot tell what `{shell}` runs"
+    return targets
+
+
+def module_file(module: str) -> Path:
+    relative = Path(*module.split(".")[1:])
+    package = PACKAGE_DIR / relative / "__init__.py"
+    return package if package.exists() else PACKAGE_DIR / relative.with_suffix(".py")
+
+
+def _module_name(path: Path) -> str | None:
+    if PACKAGE_DIR not in path.parents and path.parent != PACKAGE_DIR:
+        return None
+    parts = path.relative_to(PACKAGE_DIR.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def third_party_imports(files: list[Path]) -> set[str]:
+    """Top-level names of every non-stdlib import, following cqb modules transitively."""
+    found, seen, todo = set(), set(), list(files)
+    while todo:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        here = _module_name(path)
+        is_package = path.name == "__init__.py"
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:  # relative import inside the package
+                    base = here.split(".") if is_package else here.split(".")[:-1]
+                    base = base[: len(base) - node.level + 1]
+                    prefix = ".".join(base + ([node.module] if node.module else []))
+                    modules = [prefix] + [f"{prefix}.{alias.name}" for alias in node.names]
+                else:
+                    modules = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            for module in modules:
+                top = module.split(".")[0]
+                if top == "cqb":
+                    found.add("cqb")
+                    for candidate in (module_file(module),):
+                        if candidate.exists():
+                            todo.append(candidate)
+                    # importing cqb.x runs cqb/__init__.py and the parents' too
+                    parts = module.split(".")
+                    for depth in range(1, len(parts)):
+                        todo.append(module_file(".".join(parts[:depth])))
+                elif top not in sys.stdlib_module_names and top != "__future__":
+                    found.add(top)
+    return found
+
+
+def env_distributions(path: Path) -> set[str]:
+    environment = yaml.safe_load(path.read_text())
+    names = set()
+    for entry in environment["dependencies"]:
+        entries = entry.get("pip", []) if isinstance(entry, dict) else [entry]
+        names |= {package_name(e) for e in entries if not e.strip().startswith("-")}
+    return names
+
+
+def installs_the_package(env: Path) -> bool:
+    """The env's post-deploy script pip-installs the repository (editable)."""
+    script = env.with_name(env.stem + ".post-deploy.sh")
+    command = r"^[^#\n]*pip install\b[^\n]*(--editable|\s-e)\s"
+    return script.is_file() and re.search(command, script.read_text(), re.MULTILINE) is not None
+
+
+CONDA_RULES = conda_rules()
+
+
+def test_rules_with_conda_envs_are_found():
+    names = {rule["name"] for rule in CONDA_RULES}
+    assert {"download_mnist", "download_dataset_file", "preprocess_dataset", "build_instance",
+            "simulate", "aggregate"} <= names, names
+    assert all(rule["env"].is_file() for rule in CONDA_RULES), [str(r["env"]) for r in CONDA_RULES]
+
+
+@pytest.mark.parametrize("rule", CONDA_RULES, ids=lambda rule: rule["name"])
+def test_rule_env_installs_what_the_rule_imports(rule):
+    imports = third_party_imports(run_targets(rule)) - SNAKEMAKE_PROVIDED
+    needed = {package_name(DISTRIBUTIONS.get(name, name)) for name in imports - MNIST_ONLY - {"cqb"}}
+    if rule["name"].endswith("_mnist"):
+        needed |= MNIST_ONLY
+    listed = env_distributions(rule["env"])
+    missing = needed - listed
+    assert not missing, f"rule {rule['name']}: {rule['env'].name} lacks {sorted(missing)}"
+    assert "cqb" in imports and installs_the_package(rule["env"]), (
+        f"rule {rule['name']}: {rule['env'].name} does not install the cqb package "
+        f"(needs {rule['env'].stem}.post-deploy.sh running pip install -e)"
+    )
+
+
+def test_import_scan_follows_the_package():
+    # The scan itself: cqb.data pulls scikit-learn (preprocess) and scipy (semisynthetic).
+    found = third_party_imports([REPO / "scripts" / "build_instance.py"])
+    assert {"cqb", "numpy", "sklearn", "scipy", "imblearn", "pandas"} <= found, found
+
+
+@pytest.mark.parametrize("shell, expected", [
+    ("cqb run --instance {params.instance:q} --out {output:q}", "src/cqb/cli.py"),
+    ("{params.python} scripts/simulate.py --out {output:q}", "scripts/simulate.py"),
+    ("python -m cqb.aggregate {input:q} > {output:q}", "src/cqb/aggregate.py"),
+])
+def test_shell_commands_are_traced_to_their_code(shell, expected):
+    rule = {"name": "example", "script": [], "shell": shell}
+    assert run_targets(rule) == [REPO / expected]

@@ -15,16 +15,30 @@ from .code_hash import simulation_code_hash
 RUN_KEYS = ("queue", "oracle_queue", "gap", "explored")
 
 
+def current_umask() -> int:
+    """The process umask (reading it means setting it, so it is set straight back)."""
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
+
+
 @contextlib.contextmanager
 def atomic_write(path, suffix: str = ".tmp"):
     """Yield a temporary path beside ``path``; rename it onto ``path`` only if
     the block finishes, so an interrupted write leaves no partial file (and a
-    hard kill leaves at most a hidden ``.tmp`` file, never a partial output)."""
+    hard kill leaves at most a hidden ``.tmp`` file, never a partial output).
+
+    The file gets the mode a plain ``open(path, "w")`` would give it (0666
+    minus the umask): mkstemp creates it 0600, which would hide every output
+    from collaborators sharing the results folder."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix)
-    os.close(handle)
     try:
+        try:
+            os.fchmod(handle, 0o666 & ~current_umask())
+        finally:
+            os.close(handle)
         yield Path(temporary)
         os.replace(temporary, path)
     except BaseException:

@@ -4,14 +4,16 @@
 #     configfile: "config/datasets.yaml"
 #     include: "workflow/rules/data.smk"
 # Final outputs: data/processed/{dataset}/instance.npz and report.json,
-# dataset in DATA_DATASETS. No target rule here, so the including Snakefile's
+# dataset in DATA_DATASETS. Heart Disease and Coupon (DATA_TABULAR) share one download rule
+# (a job per file) and one preprocess rule; MNIST has its own two, since torchvision
+# verifies, extracts and reads its archives. No target rule here, so the including Snakefile's
 # first rule stays the default target. Paths are relative to the working directory (repo root).
 
 include: "data_common.smk"
 
 
 # Downloads need the network (or only the local mirror): never send them to a cluster node.
-localrules: download_mnist, download_heart_disease, download_coupon
+localrules: download_mnist, download_dataset_file
 
 
 rule download_mnist:
@@ -37,36 +39,19 @@ rule download_mnist:
         "../../scripts/fetch_mnist.py"
 
 
-rule download_heart_disease:
+rule download_dataset_file:
     output:
-        data_raw_paths("heart_disease"),
+        f"{DATA_RAW}/{{dataset}}/{{file}}",
     params:
-        files=data_files("heart_disease"),
+        files=lambda wildcards: [data_file_entry(wildcards.dataset, wildcards.file)],
         mirror=data_mirror(),
+    wildcard_constraints:
+        dataset=data_alternatives(DATA_TABULAR),
+        file=data_alternatives(DATA_TABULAR_FILES),
     log:
-        "logs/data/download_heart_disease.log",
+        "logs/data/download_{dataset}_{file}.log",
     benchmark:
-        "benchmarks/data/download_heart_disease.tsv"
-    threads: 1
-    resources:
-        mem_mb=500,
-        runtime=10,
-    conda:
-        "../envs/data.yaml"
-    script:
-        "../../scripts/fetch_dataset.py"
-
-
-rule download_coupon:
-    output:
-        data_raw_paths("coupon"),
-    params:
-        files=data_files("coupon"),
-        mirror=data_mirror(),
-    log:
-        "logs/data/download_coupon.log",
-    benchmark:
-        "benchmarks/data/download_coupon.tsv"
+        "benchmarks/data/download_{dataset}_{file}.tsv"
     threads: 1
     resources:
         mem_mb=500,
@@ -101,40 +86,20 @@ rule preprocess_mnist:
         "../../scripts/preprocess_dataset.py"
 
 
-rule preprocess_heart_disease:
+rule preprocess_dataset:
     input:
-        data_raw_paths("heart_disease"),
+        lambda wildcards: data_raw_paths(wildcards.dataset),
     output:
-        features=f"{DATA_PROCESSED}/heart_disease/features.npz",
+        features=f"{DATA_PROCESSED}/{{dataset}}/features.npz",
     params:
-        dataset="heart_disease",
-        options=data_options("heart_disease"),
+        dataset=lambda wildcards: wildcards.dataset,
+        options=lambda wildcards: data_options(wildcards.dataset),
+    wildcard_constraints:
+        dataset=data_alternatives(DATA_TABULAR),
     log:
-        "logs/data/preprocess_heart_disease.log",
+        "logs/data/preprocess_{dataset}.log",
     benchmark:
-        "benchmarks/data/preprocess_heart_disease.tsv"
-    threads: 1
-    resources:
-        mem_mb=1000,
-        runtime=10,
-    conda:
-        "../envs/data.yaml"
-    script:
-        "../../scripts/preprocess_dataset.py"
-
-
-rule preprocess_coupon:
-    input:
-        data_raw_paths("coupon"),
-    output:
-        features=f"{DATA_PROCESSED}/coupon/features.npz",
-    params:
-        dataset="coupon",
-        options=data_options("coupon"),
-    log:
-        "logs/data/preprocess_coupon.log",
-    benchmark:
-        "benchmarks/data/preprocess_coupon.tsv"
+        "benchmarks/data/preprocess_{dataset}.tsv"
     threads: 1
     resources:
         mem_mb=1000,
@@ -152,11 +117,10 @@ rule build_instance:
         instance=f"{DATA_PROCESSED}/{{dataset}}/instance.npz",
         report=f"{DATA_PROCESSED}/{{dataset}}/report.json",
     params:
-        arrival_rate=lambda wildcards: DATA_CONFIG["datasets"][wildcards.dataset]["arrival_rate"],
         C=DATA_CONFIG["instance"]["C"],
         max_iter=DATA_CONFIG["instance"]["max_iter"],
     wildcard_constraints:
-        dataset="|".join(DATA_DATASETS),
+        dataset=data_alternatives(DATA_DATASETS),
     log:
         "logs/data/build_instance_{dataset}.log",
     benchmark:

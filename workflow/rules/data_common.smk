@@ -1,6 +1,7 @@
 # Helpers of the data rules (workflow/rules/data.smk): config access and paths.
 
 import os
+import re
 from pathlib import Path
 
 from snakemake.utils import validate
@@ -10,12 +11,20 @@ validate(config, "../schemas/datasets.schema.yaml")
 DATA_CONFIG = config["data"]
 DATA_RAW = DATA_CONFIG["raw_dir"]
 DATA_PROCESSED = DATA_CONFIG["processed_dir"]
-DATA_DATASETS = ["mnist", "heart_disease", "coupon"]
+DATA_DATASETS = list(DATA_CONFIG["datasets"])
+# Datasets of plain files (fetched one by one, preprocessed from the files);
+# MNIST goes through torchvision and has its own rules.
+DATA_TABULAR = [dataset for dataset in DATA_DATASETS if dataset != "mnist"]
 DATA_MNIST_ROOT = f"{DATA_RAW}/mnist"
 
 
 def data_files(dataset):
     return DATA_CONFIG["datasets"][dataset]["files"]
+
+
+def data_file_entry(dataset, name):
+    # The config entry (url, sha256, mirror path) of one raw file.
+    return next(entry for entry in data_files(dataset) if entry["name"] == name)
 
 
 def data_raw_paths(dataset):
@@ -34,8 +43,12 @@ def data_options(dataset):
     return {**block, "preprocess_seed": DATA_CONFIG["preprocess_seed"]}
 
 
+def data_alternatives(values):
+    # A wildcard constraint matching exactly these values.
+    return "|".join(re.escape(value) for value in values)
+
+
+DATA_TABULAR_FILES = [entry["name"] for dataset in DATA_TABULAR for entry in data_files(dataset)]
 DATA_MNIST_ARCHIVES = [f"{DATA_MNIST_ROOT}/MNIST/raw/{e['name']}" for e in data_files("mnist")]
 # torchvision extracts each archive next to it (name without .gz) and reads those.
 DATA_MNIST_EXTRACTED = [path[: -len(".gz")] for path in DATA_MNIST_ARCHIVES]
-
-

@@ -4,8 +4,9 @@ torchvision is needed only by `fetch_mnist` / `load_mnist_arrays` and is importe
 """
 
 from cqb.data.fetch import (
-    MNIST_FILES,
     ChecksumError,
+    DownloadError,
+    FetchError,
     fetch_file,
     fetch_mnist,
     file_digest,
@@ -33,7 +34,7 @@ from cqb.data.semisynthetic import (
 )
 
 __all__ = [
-    "MNIST_FILES", "ChecksumError", "fetch_file", "fetch_mnist", "file_digest",
+    "ChecksumError", "DownloadError", "FetchError", "fetch_file", "fetch_mnist", "file_digest",
     "load_mnist_arrays", "mirror_file_path",
     "DATASETS", "Processed", "preprocess_coupon", "preprocess_dataset", "preprocess_heart",
     "preprocess_mnist", "read_coupon", "read_heart", "read_idx_gz",

@@ -9,6 +9,7 @@ looks finished.
 from __future__ import annotations
 
 import hashlib
+import http.client
 import os
 import shutil
 import urllib.request
@@ -23,7 +24,26 @@ _CHUNK_BYTES = 1 << 20
 _DOWNLOAD_TIMEOUT_SECONDS = 60
 
 
-class ChecksumError(ValueError):
+class FetchError(Exception):
+    """A dataset file could not be placed; the message is one line naming the file."""
+
+
+class DownloadError(FetchError, OSError):
+    """The download failed (no network, unknown host, refused, cut off, HTTP error)."""
+
+    def __init__(self, file: str, url: str, reason: object, mirror_path: Path | None = None):
+        self.file = file
+        self.url = url
+        self.reason = reason
+        absent = f"; no mirror copy at {mirror_path}" if mirror_path is not None else ""
+        super().__init__(
+            f"cannot download {file} from {url} ({reason}){absent}. Without network, point "
+            f"data.mirror at a folder holding the dataset files (layout in docs/data.md), e.g. "
+            f"snakemake --config data='{{mirror: /path/to/datasets}}'"
+        )
+
+
+class ChecksumError(FetchError, ValueError):
     """A fetched file's digest differs from the one pinned in the config."""
 
     def __init__(self, file: str | os.PathLike, expected: str, actual: str, algorithm: str = "sha256"):
@@ -55,6 +75,12 @@ def _copy_source_to(handle, url: str, mirror_path: Path | None) -> None:
         shutil.copyfileobj(response, handle, _CHUNK_BYTES)
 
 
+def _network_reason(error: Exception) -> str:
+    # URLError wraps the socket error (e.g. gaierror "Name or service not known") in .reason.
+    reason = getattr(error, "reason", None) or error
+    return " ".join(str(reason).split()) or type(reason).__name__
+
+
 def fetch_file(
     url: str,
     dest: str | os.PathLike,
@@ -64,20 +90,27 @@ def fetch_file(
     """Place the file at `dest`, verified against `sha256`, and return `dest`.
 
     Copies from `mirror_path` when it is given and exists; otherwise downloads
-    `url`. Raises ChecksumError (nothing left at `dest`) when the digest differs.
+    `url`. Raises DownloadError when the download fails and ChecksumError when
+    the digest differs; both are FetchErrors, and both leave nothing at `dest`.
     """
     dest = Path(dest)
     expected = sha256.strip().lower()
     if len(expected) != 64 or any(c not in "0123456789abcdef" for c in expected):
         raise ValueError(f"not a SHA-256 hex digest for {dest.name}: {sha256!r}")
     mirror = Path(mirror_path) if mirror_path is not None else None
+    absent_mirror = None
     if mirror is not None and not mirror.is_file():
-        mirror = None  # mirror configured but this file is absent: fall back to the URL
+        absent_mirror, mirror = mirror, None  # mirror configured but this file is absent: use the URL
     source = str(mirror) if mirror is not None else url
 
     with atomic_write(dest, suffix=".part") as temporary:
         with open(temporary, "wb") as handle:
-            _copy_source_to(handle, url, mirror)
+            try:
+                _copy_source_to(handle, url, mirror)
+            except (OSError, http.client.HTTPException) as error:
+                if mirror is not None:
+                    raise
+                raise DownloadError(dest.name, url, _network_reason(error), absent_mirror) from error
         actual = file_digest(temporary)
         if actual != expected:
             raise ChecksumError(f"{dest.name} (from {source})", expected, actual)
@@ -94,35 +127,16 @@ def mirror_file_path(mirror_dir: str | os.PathLike | None, relative: str) -> Pat
     return mirror_dir / relative
 
 
-# The canonical MNIST archives (torchvision's mirror); config/datasets.yaml pins the same values.
-MNIST_URL_BASE = "https://ossci-datasets.s3.amazonaws.com/mnist/"
-MNIST_FILES = [
-    {"name": "train-images-idx3-ubyte.gz", "mirror": "mnist/train-images-idx3-ubyte.gz",
-     "sha256": "440fcabf73cc546fa21475e81ea370265605f56be210a4024d2ca8f203523609",
-     "md5": "f68b3c2dcbeaaa9fbdd348bbdeb94873"},
-    {"name": "train-labels-idx1-ubyte.gz", "mirror": "mnist/train-labels-idx1-ubyte.gz",
-     "sha256": "3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c",
-     "md5": "d53e105ee54ea40749a09fcbcd1e9432"},
-    {"name": "t10k-images-idx3-ubyte.gz", "mirror": "mnist/t10k-images-idx3-ubyte.gz",
-     "sha256": "8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6",
-     "md5": "9fb629c4189551a2d022fa330f9573f3"},
-    {"name": "t10k-labels-idx1-ubyte.gz", "mirror": "mnist/t10k-labels-idx1-ubyte.gz",
-     "sha256": "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6",
-     "md5": "ec29112dd5afa0611ce80d1b7f02629c"},
-]
-for _entry in MNIST_FILES:
-    _entry["url"] = MNIST_URL_BASE + _entry["name"]
-
-
 def fetch_mnist(
     root: str | os.PathLike,
+    files: list[dict],
     mirror_dir: str | os.PathLike | None = None,
-    files: list[dict] | None = None,
 ):
     """Place the four MNIST archives where torchvision expects them and let it verify and parse them.
 
-    `files` are entries with keys `name`, `url`, `sha256` and `mirror` (the
-    path inside the mirror folder); default MNIST_FILES. Each archive is
+    `files` are the config entries (config/datasets.yaml, data.datasets.mnist.files)
+    with keys `name`, `url`, `sha256` and `mirror` (the path inside the mirror
+    folder). Each archive is
     fetched (mirror copy or download, SHA-256 checked) into `root/MNIST/raw/`
     and checked against the MD5 torchvision pins. Then
     torchvision.datasets.MNIST(root, download=True) finds every archive
@@ -133,7 +147,6 @@ def fetch_mnist(
     from torchvision.datasets import MNIST
     from torchvision.datasets.utils import check_integrity
 
-    files = MNIST_FILES if files is None else files
     pinned_md5 = dict(MNIST.resources)
     raw_dir = Path(root) / MNIST_RAW_SUBDIR
     for entry in files:

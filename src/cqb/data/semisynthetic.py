@@ -55,8 +55,12 @@ def fit_theta(contexts: np.ndarray, labels: np.ndarray, C: float = 1.0, max_iter
     return theta
 
 
-def pool_diagnostics(contexts: np.ndarray, theta: np.ndarray, labels: np.ndarray, arrival_rate: float) -> dict:
-    """Measured slack, κ, norms and how well argmax_k xᵀθ*_k reproduces the labels."""
+def pool_diagnostics(contexts: np.ndarray, theta: np.ndarray, labels: np.ndarray) -> dict:
+    """Best service rates, κ, norms and how well argmax_k xᵀθ*_k reproduces the labels.
+
+    No arrival rate here: λ belongs to the experiment (config/config.yaml), and
+    one pool serves any λ. The slack measured at λ is best_rate_min − λ.
+    """
     rates = expit(contexts @ theta.T)  # n × K service probabilities μ(xᵀθ*_k)
     best_rate = rates.max(axis=1)
     derivative = rates * (1.0 - rates)
@@ -67,14 +71,10 @@ def pool_diagnostics(contexts: np.ndarray, theta: np.ndarray, labels: np.ndarray
         "K": int(K),
         "d": int(theta.shape[1]),
         "n_pool": int(contexts.shape[0]),
-        "arrival_rate": float(arrival_rate),
-        "slack_measured": float(best_rate.min() - arrival_rate),
         "best_rate_min": float(best_rate.min()),
         "best_rate_quantiles": {
             q: float(np.quantile(best_rate, float(q))) for q in ("0.01", "0.1", "0.5", "0.9")
         },
-        # Share of pool rows with some server faster than the arrival rate (slack > 0 for that row).
-        "share_rows_above_arrival_rate": float(np.mean(best_rate > arrival_rate)),
         "mean_best_rate": float(best_rate.mean()),
         "kappa_measured": float(1.0 / derivative.min()),
         "mu_dot_min": float(derivative.min()),
@@ -93,7 +93,6 @@ def pool_diagnostics(contexts: np.ndarray, theta: np.ndarray, labels: np.ndarray
 def build_pool_instance(
     X: np.ndarray,
     y: np.ndarray,
-    arrival_rate: float,
     C: float = 1.0,
     max_iter: int = 1000,
     extra_report: dict | None = None,
@@ -103,15 +102,13 @@ def build_pool_instance(
     labels = np.asarray(y).astype(np.int64)
     if X.ndim != 2 or labels.shape != (X.shape[0],):
         raise ValueError(f"need X n×d and y of length n, got X {X.shape} and y {labels.shape}")
-    if not 0.0 < arrival_rate < 1.0:
-        raise ValueError(f"arrival_rate must lie in (0, 1), got {arrival_rate}")
     contexts, scale = scale_to_unit_ball(X)
     theta = fit_theta(contexts, labels, C=C, max_iter=max_iter)
     report = {"instance": {
         "theta_fit": "sklearn LogisticRegression, one-vs-rest, fit_intercept=False, lbfgs",
         "C": float(C),
         "feature_scale_divisor": scale,
-        **pool_diagnostics(contexts, theta, labels, arrival_rate),
+        **pool_diagnostics(contexts, theta, labels),
     }}
     if extra_report:
         report = {**extra_report, **report}

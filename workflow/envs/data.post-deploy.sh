@@ -1,0 +1,1 @@
+install-cqb.sh
