@@ -41,7 +41,7 @@ def load_datasets_config(path):
     config.update(datasets_config)  # validated by workflow/rules/data.smk
 
 
-CODE_HASH = simulation_code_hash()  # a rule param: editing the simulation code reruns simulations
+CODE_HASH = simulation_code_hash()  # a param of simulate jobs, so editing the simulation code reruns them
 
 
 def run_of(wildcards):
