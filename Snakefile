@@ -9,7 +9,7 @@
 
 from pathlib import Path
 
-from snakemake.utils import min_version, update_config, validate
+from snakemake.utils import min_version
 
 min_version("9.0")
 
@@ -20,9 +20,9 @@ configfile: "config/config.yaml"
 include: "workflow/rules/common.smk"
 
 
-# Nested --config values arrive as text ('0.1'): read them as YAML scalars.
-update_config(config, yaml_scalars(workflow.config_settings.config))
-validate(config, "workflow/schemas/config.schema.yaml")
+# Validate the config and expand it into runs, curves and figure specs (a bad
+# value stops here, named); see cqb.experiments.
+PLAN = load_config()
 # The real-data settings live in their own file under the key `data`; loaded
 # here rather than with a second `configfile:` so that values given with
 # --configfile/--config still win, key by key.
@@ -36,9 +36,6 @@ BENCHMARKS = f"{RESULTS}/benchmarks"
 # shared by several experiments or figures are simulated once.
 RUN_FILE = f"{RESULTS}/runs/{{instance_id}}/T{{horizon}}/{{policy}}/seed{{seed}}.npz"
 AGGREGATE_FILE = f"{RESULTS}/aggregate/{{experiment}}.tsv"
-RUNS, EXPERIMENT_CURVES = build_runs()
-# Resolve every figure now: a bad panel fails at parse time, naming the key.
-FIGURE_SPECS = {name: figure_spec(name) for name in config["figures"]}
 
 
 localrules:
@@ -49,7 +46,7 @@ rule all:
     default_target: True
     input:
         [figure_outputs(name) for name in config["figures"]],
-        figure_outputs("fig5") if config["rates"]["experiment"] else [],
+        figure_outputs("fig5") if PLAN.rates_experiment else [],
 
 
 include: "workflow/rules/simulate.smk"
@@ -57,7 +54,7 @@ include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/figures.smk"
 
 
-if config["rates"]["experiment"]:
+if PLAN.rates_experiment:
 
     include: "workflow/rules/rates.smk"
 

@@ -1,13 +1,6 @@
 """Snakemake script of rule `fig5`: the regret-rate figure and its data table
 (the per-(policy, T) summary with each policy's fitted slope beside it)."""
 
-import sys
-from pathlib import Path
-
-try:
-    import cqb  # noqa: F401
-except ImportError:  # run from a conda env without the package installed
-    sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))
 import pandas as pd
 
 from cqb.aggregate import write_table

@@ -1,15 +1,8 @@
 """Snakemake script of rule `regret_rates`: per (policy, T) final regret over
 seeds with a 95% interval, and per policy the log–log slope of R_T on T."""
 
-import sys
-from pathlib import Path
-
 import numpy as np
 
-try:
-    import cqb  # noqa: F401
-except ImportError:  # run from a conda env without the package installed
-    sys.path.insert(0, str(Path(snakemake.scriptdir).parent / "src"))
 from cqb.aggregate import write_table
 from cqb.rates import final_regret_rows, rate_tables
 

@@ -69,3 +69,59 @@ def test_killed_run_leaves_no_partial_file(tmp_path):
         process.wait()
     assert not out.exists()
     assert [p for p in tmp_path.iterdir()] == []
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "cqb.cli", "run", "--seed", "0", *args],
+                          capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("args, needles", [
+    (["--policy", "cqb_opt", "--set", "bonus_scale=abc"], ["bonus_scale", "'abc'", "number"]),
+    (["--policy", "cqb_eps", "--params", '{"tau": 2.5}'], ["tau", "2.5", "integer"]),
+    (["--policy", "cqb_opt", "--instance", "pool", "--pool", "missing.npz"], ["missing.npz"]),
+    (["--policy", "cqb_opt", "--params", "{bad"], ["--params", "{bad"]),
+])
+def test_cli_bad_input_is_one_line_exit_2(tmp_path, args, needles):
+    out = tmp_path / "x.npz"
+    result = run_cli(*args, "--out", str(out))
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    assert not out.exists()
+
+
+def test_cli_workflow_mode_spec_params_code_hash_and_stale_files(tmp_path):
+    """What the `simulate` rule runs: instance spec and parameters as JSON, the
+    code hash recorded, the temporary file of a killed attempt removed, the
+    log on stderr; the run equals the one given with the plain options."""
+    out = tmp_path / "run.npz"
+    stale = tmp_path / ".run.npz.abc123.tmp"
+    stale.write_bytes(b"half")
+    spec = '{"kind": "synthetic", "n_servers": 3, "dim": 3, "arrival_rate": 0.6, "slack": 0.1}'
+    result = run_cli("--policy", "cqb_eps", "--horizon", "150", "--instance-spec", spec,
+                     "--params", '{"tau": 20, "bonus_scale": 0.05}', "--code-hash", "feedc0de",
+                     "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    assert not stale.exists()
+    assert "feedc0de" in result.stderr and "Q(T) =" in result.stderr and result.stdout == ""
+    run = load_run(out)
+    assert run["metadata"]["workflow_code_hash"] == "feedc0de"
+    assert run["metadata"]["policy_params"]["tau"] == 20
+    plain = tmp_path / "plain.npz"
+    assert main(["run", "--policy", "cqb_eps", "--seed", "0", "--horizon", "150", "--n-servers", "3",
+                 "--dim", "3", "--arrival-rate", "0.6", "--set", "tau=20", "--set", "bonus_scale=0.05",
+                 "--out", str(plain)]) == 0
+    for key in ("queue", "oracle_queue", "gap", "explored"):
+        np.testing.assert_array_equal(load_run(plain)[key], run[key])
+
+
+def test_cli_run_imports_no_heavy_modules(tmp_path):
+    """A simulate job's start-up: no snakemake, scipy, pandas or matplotlib."""
+    code = ("import sys; from cqb.cli import main; "
+            f"main(['run', '--policy', 'cqb_opt', '--seed', '0', '--horizon', '20', '--out', r'{tmp_path / 'r.npz'}']); "
+            "print(sorted(m for m in ('snakemake', 'scipy', 'pandas', 'matplotlib', 'jsonschema') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0 and result.stdout.strip() == "[]", result.stdout + result.stderr

@@ -212,6 +212,7 @@ def test_aggregates_are_identical_with_one_and_two_cores(smoke_run, tmp_path):
     ("experiments: {synthetic_base: {policies: [cqb_eps, cqb_magic]}}", "policies", "cqb_magic"),
     ("experiments: {synthetic_slack: {sweep: {slack: [0.1, 1.5]}}}", "slack", "1.5"),
     ("defaults: {policy_params: {projection: nearest}}", "projection", "nearest"),
+    ("defaults: {policy_params: {bonus_scale: abc}}", "bonus_scale", "abc"),
 ])
 def test_bad_config_value_is_named(workflow_copy, override, key, value):
     (workflow_copy / "config" / "bad.yaml").write_text(override + "\n")
@@ -219,6 +220,14 @@ def test_bad_config_value_is_named(workflow_copy, override, key, value):
     output = process.stdout + process.stderr
     assert process.returncode != 0
     assert key in output and value in output, output[-3000:]
+
+
+def test_unknown_top_level_key_is_refused_in_one_line(workflow_copy):
+    process = snakemake(workflow_copy, "-n", "--config", "experimentz={}", check=False)
+    output = process.stdout + process.stderr
+    named = [line for line in output.splitlines() if "experimentz" in line]
+    assert process.returncode != 0 and "Traceback" not in output, output[-3000:]
+    assert len(named) == 1 and named[0].startswith("config error: unknown config key experimentz"), output
 
 
 def test_horizon_sweep_expands_to_one_run_set_per_horizon(workflow_copy):

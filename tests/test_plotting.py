@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from conftest import fabricate_run
 from cqb.aggregate import Curve, aggregate_curves, read_table, write_table
+from cqb.experiments import FigureSpec, Panel, PanelCurve
 from cqb.plotting import figure_table, make_figure
 
 
@@ -32,21 +35,19 @@ def tables(tmp_path):
     return {name: read_table(tmp_path / f"{name}.tsv") for name in ("base", "slack")}
 
 
-def figure_spec():
+def figure_spec(slack_value="0.05"):
     def curves(*items):
-        return [{"policy": p, "sweep_value": v, "display": d, "legend": legend} for p, v, d, legend in items]
+        return tuple(PanelCurve(p, v, d, legend) for p, v, d, legend in items)
 
-    return {
-        "name": "figX", "title": "test figure", "band": "sd", "panel_width": 3.0, "panel_height": 2.5,
-        "dpi": 60,
-        "panels": [
-            {"title": "all", "experiment": "base", "sweep_param": "", "yscale": "linear", "ylim": None,
-             "curves": curves(("cqb_eps", "", "CQB-ε", "CQB-ε"), ("random", "", "Random", "Random"),
-                              ("oracle", "", "Optimal", "Optimal"))},
-            {"title": "slack", "experiment": "slack", "sweep_param": "slack", "yscale": "linear", "ylim": None,
-             "curves": curves(("cqb_opt", "0.05", "CQB-Opt", "ϵ = 0.05"), ("cqb_opt", "0.1", "CQB-Opt", "ϵ = 0.1"))},
-        ],
-    }
+    return FigureSpec(
+        name="figX", title="test figure", band="sd", panel_width=3.0, panel_height=2.5, dpi=60,
+        panels=(
+            Panel("all", "base", "", curves(("cqb_eps", "", "CQB-ε", "CQB-ε"), ("random", "", "Random", "Random"),
+                                            ("oracle", "", "Optimal", "Optimal"))),
+            Panel("slack", "slack", "slack", curves(("cqb_opt", slack_value, "CQB-Opt", f"ϵ = {slack_value}"),
+                                                    ("cqb_opt", "0.1", "CQB-Opt", "ϵ = 0.1"))),
+        ),
+    )
 
 
 def test_figure_files_and_table(tables, tmp_path):
@@ -78,14 +79,13 @@ def test_figure_files_are_reproducible(tables, tmp_path):
 
 
 def test_missing_curve_is_named(tables):
-    spec = figure_spec()
-    spec["panels"][1]["curves"][0]["sweep_value"] = "0.2"
+    spec = figure_spec(slack_value="0.2")
     with pytest.raises(ValueError, match=r"cqb_opt.*0\.2"):
         figure_table(spec, tables)
 
 
 @pytest.mark.parametrize("band", ["se", "none"])
 def test_other_bands(tables, tmp_path, band):
-    spec = dict(figure_spec(), band=band)
+    spec = dataclasses.replace(figure_spec(), band=band)
     make_figure(spec, tables, png=tmp_path / "f.png")
     assert (tmp_path / "f.png").stat().st_size > 0

@@ -6,6 +6,12 @@ Examples::
     cqb run --policy cqb_opt --seed 0 --horizon 5000 --out run.npz
     cqb run --policy cqb_eps --instance pool --pool data/processed/mnist/instance.npz \\
         --arrival-rate 0.15 --set tau=400 --out mnist.npz
+    cqb benchmark --repeats 3          # timings of the simulation core (docs/benchmarks.md)
+    cqb tables results figures         # the Markdown tables of docs/beyond.md
+
+The workflow's `simulate` rule runs ``cqb run --instance-spec JSON --params JSON
+--code-hash H ... 2> LOG``: everything it reports goes to stderr. Bad input
+stops with one line naming the value and exit code 2.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 
 from . import __version__
 
@@ -31,16 +38,16 @@ def _parse_settings(items: list[str]) -> dict:
     for item in items:
         name, sep, value = item.partition("=")
         if not sep or not name:
-            raise SystemExit(f"cqb: --set takes NAME=VALUE, got {item!r}")
+            raise ValueError(f"--set takes NAME=VALUE, got {item!r}")
         settings[name] = _parse_value(value)
     return settings
 
 
 def _policy_listing() -> str:
-    from .policies import POLICIES, policy_parameters
+    from .policies import policy_parameters, registered_policies
 
     lines = []
-    for name, spec in POLICIES.items():
+    for name, spec in registered_policies().items():
         params = policy_parameters(name)
         shown = ", ".join(f"{key}={value!r}" for key, value in params.items()) or "no parameters"
         lines.append(f"  {name:<12} {spec.display_name:<10} {shown}")
@@ -73,10 +80,82 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--arrival-rate", type=float, default=0.7, help="λ (default 0.7)")
     run.add_argument("--slack", type=float, default=0.1, help="ϵ (synthetic; default 0.1)")
     run.add_argument("--pool", help="pool instance file (.npz with contexts, theta)")
+    run.add_argument("--instance-spec", metavar="JSON",
+                     help="the whole instance spec as JSON (as in config; overrides the instance options)")
+    run.add_argument("--params", default="{}", metavar="JSON", help="policy parameters as a JSON object")
     run.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                     help="a policy parameter, e.g. --set bonus_scale=0.1 (repeatable)")
+                     help="a policy parameter, e.g. --set bonus_scale=0.1 (repeatable; over --params)")
+    run.add_argument("--code-hash", default="",
+                     help="the simulation code hash the caller scheduled the run with (recorded)")
     run.add_argument("--out", required=True, help="output .npz (written atomically)")
+
+    benchmark = commands.add_parser("benchmark", help="time the simulation core (not a test)")
+    benchmark.add_argument("--repeats", type=int, default=3)
+    benchmark.add_argument("--out", help="write the Markdown tables here as well")
+    tables = commands.add_parser("tables", help="Markdown tables of docs/beyond.md from the pipeline's tables")
+    tables.add_argument("results", nargs="?", default="results")
+    tables.add_argument("figures", nargs="?", default="figures")
     return parser
+
+
+def _json_object(option: str, text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{option} is not JSON ({error.msg}): {text!r}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{option} must be a JSON object, got {text!r}")
+    return value
+
+
+def _instance_spec(args) -> dict:
+    if args.instance_spec is not None:
+        return _json_object("--instance-spec", args.instance_spec)
+    if args.instance == "pool":
+        if not args.pool:
+            raise ValueError("--instance pool needs --pool FILE")
+        return {"kind": "pool", "pool": args.pool, "arrival_rate": args.arrival_rate}
+    return {"kind": "synthetic", "n_servers": args.n_servers, "dim": args.dim,
+            "arrival_rate": args.arrival_rate, "slack": args.slack}
+
+
+def run(args) -> int:
+    from .code_hash import simulation_code_hash
+    from .experiments import check_param_types
+    from .io import save_run
+    from .simulate import simulate
+
+    out = Path(args.out)
+    # temporary files of an earlier attempt that was killed mid-write (see cqb.io.atomic_write)
+    for stale in out.parent.glob(f".{out.name}.*"):
+        stale.unlink()
+    code_hash = simulation_code_hash()
+    if args.code_hash and args.code_hash != code_hash:
+        print(f"cqb: warning: the caller expected simulation code {args.code_hash}, this is {code_hash}",
+              file=sys.stderr)
+    started = time.perf_counter()
+    try:
+        spec = _instance_spec(args)
+        params = {**_json_object("--params", args.params), **_parse_settings(args.set)}
+        if args.code_hash:  # a workflow job: the log says what ran, even if it is killed
+            print(f"cqb {__version__} code {code_hash}: {args.policy} {json.dumps(params, sort_keys=True)} "
+                  f"on {json.dumps(spec, sort_keys=True)}, T = {args.horizon}, seed {args.seed}",
+                  file=sys.stderr, flush=True)
+        check_param_types(args.policy, params)
+        result = simulate(spec, args.policy, params, args.horizon, args.seed)
+    except (ValueError, TypeError) as error:  # bad input: one line, no traceback
+        print(f"cqb: error: {error}", file=sys.stderr)
+        return 2
+    except OSError as error:  # e.g. a pool file that does not exist
+        print(f"cqb: error: cannot read {error.filename or ''}: {error.strerror or error}", file=sys.stderr)
+        return 2
+    if args.code_hash:
+        result.metadata["workflow_code_hash"] = args.code_hash
+    save_run(out, result)  # atomic: a killed run leaves no partial output
+    print(f"{args.policy} seed {args.seed}: Q(T) = {int(result.queue[-1])}, "
+          f"Q*(T) = {int(result.oracle_queue[-1])}, {time.perf_counter() - started:.2f} s, wrote {out}",
+          file=sys.stderr)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -84,28 +163,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "policies":
         print(_policy_listing())
         return 0
+    if args.command == "benchmark":
+        from .benchmark import main as benchmark
 
-    from .io import save_run
-    from .simulate import simulate
+        benchmark(args)
+        return 0
+    if args.command == "tables":
+        from .beyond_tables import main as tables
 
-    if args.instance == "pool":
-        if not args.pool:
-            raise SystemExit("cqb: --instance pool needs --pool FILE")
-        spec = {"kind": "pool", "pool": args.pool, "arrival_rate": args.arrival_rate}
-    else:
-        spec = {"kind": "synthetic", "n_servers": args.n_servers, "dim": args.dim,
-                "arrival_rate": args.arrival_rate, "slack": args.slack}
-    started = time.perf_counter()
-    try:
-        result = simulate(spec, args.policy, _parse_settings(args.set), args.horizon, args.seed)
-    except ValueError as error:
-        print(f"cqb: error: {error}", file=sys.stderr)
-        return 2
-    result.metadata["wall_seconds"] = round(time.perf_counter() - started, 4)
-    save_run(args.out, result)
-    print(f"{args.policy} seed {args.seed}: Q(T) = {int(result.queue[-1])}, "
-          f"Q*(T) = {int(result.oracle_queue[-1])}, wrote {args.out}")
-    return 0
+        tables(args.results, args.figures)
+        return 0
+    return run(args)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ rule aggregate:
     output:
         AGGREGATE_FILE,
     params:
-        curves=lambda wildcards: experiment_curves(wildcards.experiment),
+        curves=lambda wildcards: aggregate_curves(wildcards.experiment),
         ddof=config["aggregate"]["ddof"],
         float_format=config["aggregate"]["float_format"],
     log:

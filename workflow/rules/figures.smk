@@ -10,7 +10,7 @@ for figure_name in config["figures"]:
             figure_name
         localrule: True
         input:
-            tables=[AGGREGATE_FILE.format(experiment=e) for e in figure_experiments(figure_name)],
+            tables=[AGGREGATE_FILE.format(experiment=e) for e in PLAN.figures[figure_name].experiments],
         output:
             pdf=f"{FIGURES}/{figure_name}.pdf",
             png=report(
@@ -22,8 +22,8 @@ for figure_name in config["figures"]:
             # the data table stays out of the report (megabytes per figure)
             tsv=f"{FIGURES}/{figure_name}.tsv",
         params:
-            spec=FIGURE_SPECS[figure_name],
-            experiments=figure_experiments(figure_name),
+            # a FigureSpec (cqb.experiments): drawn from the tables only
+            spec=PLAN.figures[figure_name],
             float_format=config["aggregate"]["float_format"],
         log:
             f"{LOGS}/figures/{figure_name}.log",

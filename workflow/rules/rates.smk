@@ -5,7 +5,7 @@
 # would be huge at T = 50000); `fig5` reads only its two tables.
 
 
-RATES_RUNS = rates_runs()
+RATES_RUNS = PLAN.rates_runs(RUN_FILE)  # (label, T, seed, run file)
 RATES_TABLE = f"{RESULTS}/aggregate/regret_rates.tsv"
 SLOPES_TABLE = f"{RESULTS}/aggregate/regret_slopes.tsv"
 
@@ -18,7 +18,7 @@ rule regret_rates:
         summary=RATES_TABLE,
         slopes=SLOPES_TABLE,
     params:
-        runs=[run[:3] for run in RATES_RUNS],
+        runs=[list(run[:3]) for run in RATES_RUNS],
         bootstrap=config["rates"]["bootstrap"],
         float_format=config["aggregate"]["float_format"],
     log:

@@ -1,5 +1,6 @@
 # One job per (instance, horizon, policy label, seed): the policy and the
-# oracle on the seed's common random numbers, saved as one run file.
+# oracle on the seed's common random numbers, saved as one run file by the
+# installed `cqb run` command (no Snakemake import in the job: short start-up).
 
 
 wildcard_constraints:
@@ -16,16 +17,11 @@ rule simulate:
     output:
         RUN_FILE,
     params:
-        instance=lambda wildcards, input: json.dumps(
-            {**run_entry(wildcards)["spec"], **({"pool": input.pool} if "pool" in input.keys() else {})},
-            sort_keys=True,
-        ),
-        policy=lambda wildcards: run_entry(wildcards)["policy"],
-        policy_params=lambda wildcards: json.dumps(run_entry(wildcards)["params"], sort_keys=True),
+        instance=instance_json,
+        policy=lambda wildcards: run_of(wildcards).policy,
+        policy_params=lambda wildcards: json.dumps(run_of(wildcards).params, sort_keys=True),
         # editing the simulation code reruns the simulations
         code_hash=CODE_HASH,
-        # the interpreter running Snakemake (or the conda env's `python`)
-        python=JOB_PYTHON,
     log:
         f"{LOGS}/simulate/{{instance_id}}/T{{horizon}}/{{policy}}/seed{{seed}}.log",
     benchmark:
@@ -37,7 +33,6 @@ rule simulate:
     conda:
         "../envs/simulate.yaml"
     shell:
-        # relative script path: moving the repository must not change params
-        "{params.python} scripts/simulate.py --instance {params.instance:q} --policy {params.policy}"
+        "cqb run --instance-spec {params.instance:q} --policy {params.policy}"
         " --params {params.policy_params:q} --horizon {wildcards.horizon} --seed {wildcards.seed}"
-        " --code-hash {params.code_hash} --out {output:q} --log {log:q}"
+        " --code-hash {params.code_hash} --out {output:q} 2> {log:q}"

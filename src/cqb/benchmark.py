@@ -1,6 +1,6 @@
 """Benchmark of the simulation core (not a test: timings depend on the machine).
 
-Usage: python scripts/benchmark_core.py [--repeats 3] [--out docs/benchmarks.md]
+Usage: cqb benchmark [--repeats 3] [--out docs/benchmarks.md]   (or python -m cqb.benchmark)
 
 Measures, for every policy, the wall time of one run (policy only; the trace
 and the oracle excluded) at the base instance (K = 5, d = 5, λ = 0.7, ϵ = 0.1,
@@ -16,11 +16,11 @@ import time
 
 import numpy as np
 
-from cqb import __version__
-from cqb.instances import instance_from_spec, pool_instance
-from cqb.policies import POLICIES, PolicyEnv, make_policy
-from cqb.rng import stream
-from cqb.simulate import draw_trace, play
+from . import __version__
+from .instances import instance_from_spec, pool_instance
+from .policies import PolicyEnv, make_policy, registered_policies
+from .rng import stream
+from .simulate import draw_trace, play
 
 BASE = {"kind": "synthetic", "n_servers": 5, "dim": 5, "arrival_rate": 0.7, "slack": 0.1}
 
@@ -60,11 +60,16 @@ def per_round_cost(queue_length, dim, n_servers=5, rounds=300):
     return (time.perf_counter() - started) / rounds
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_arguments(parser):
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", help="write the Markdown tables here as well")
-    args = parser.parse_args()
+
+
+def main(args=None):
+    if args is None:
+        parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+        add_arguments(parser)
+        args = parser.parse_args()
 
     lines = [f"cqb {__version__}, Python {platform.python_version()}, numpy {np.__version__}, "
              f"{platform.machine()}; best of {args.repeats} runs, wall time of the policy's loop", ""]
@@ -76,7 +81,7 @@ def main():
         trace = draw_trace(instance, horizon, 0)
         lines += [f"### {title}", "", "| policy | seconds per run | rounds per second | mean Q(t) |",
                   "| --- | ---: | ---: | ---: |"]
-        for policy in POLICIES:
+        for policy in registered_policies():
             params = {"tau": horizon // 10} if policy == "cqb_eps" and instance.slack is None else None
             if policy == "cqb_eta2" and instance.slack is None:
                 params = {"tau": horizon // 10, "eta": 0.02, "cutoff": horizon // 2}

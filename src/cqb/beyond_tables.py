@@ -1,7 +1,7 @@
 """Markdown tables of the 'Beyond the paper' numbers, read off the pipeline's
 tables (for docs/beyond.md):
 
-    python scripts/beyond_tables.py [results_dir] [figures_dir]
+    cqb tables [results_dir] [figures_dir]      (or python -m cqb.beyond_tables)
 """
 
 import sys
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from cqb.aggregate import read_table
-from cqb.policies import DISPLAY_NAMES
+from .aggregate import read_table
+from .policies import DISPLAY_NAMES
 
 
 def markdown(frame):
