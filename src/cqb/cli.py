@@ -121,7 +121,6 @@ def _instance_spec(args) -> dict:
 
 def run(args) -> int:
     from .code_hash import simulation_code_hash
-    from .experiments import check_param_types
     from .io import save_run
     from .simulate import simulate
 
@@ -141,7 +140,6 @@ def run(args) -> int:
             print(f"cqb {__version__} code {code_hash}: {args.policy} {json.dumps(params, sort_keys=True)} "
                   f"on {json.dumps(spec, sort_keys=True)}, T = {args.horizon}, seed {args.seed}",
                   file=sys.stderr, flush=True)
-        check_param_types(args.policy, params)
         result = simulate(spec, args.policy, params, args.horizon, args.seed)
     except (ValueError, TypeError) as error:  # bad input: one line, no traceback
         print(f"cqb: error: {error}", file=sys.stderr)

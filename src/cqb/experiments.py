@@ -16,8 +16,7 @@ dataclasses: :func:`policy_params_schema` derives their part of the config
 schema (types from the annotations), and their values are checked by the
 dataclass itself (``resolve_params``) when the runs are built.
 
-This module imports no numpy, pandas or jsonschema at import time: ``cqb run``
-uses :func:`check_param_types`.
+This module imports no numpy, pandas or jsonschema at import time.
 """
 
 from __future__ import annotations
@@ -171,26 +170,6 @@ def validate_config(config: dict, static_schema: Mapping) -> None:
         raise ConfigError(f"unknown config key {where}{unknown[0]}: allowed here: "
                           f"{', '.join(sorted(allowed))}")
     config_error(key, error.instance, error.message)
-
-
-def check_param_types(policy: str, params: Mapping) -> None:
-    """Each value's type against the annotation of the policy's parameter
-    dataclass (``cqb run --set``; the workflow's schema does the same check)."""
-    from .policies import get_spec
-
-    checks = {"boolean": lambda v: isinstance(v, bool), "null": lambda v: v is None,
-              "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
-              "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-              "string": lambda v: isinstance(v, str)}
-    known = parameter_fields(get_spec(policy).params)
-    for key, value in params.items():
-        if key not in known:
-            continue  # resolve_params names unknown parameters with the known ones
-        wanted = known[key][0].get("type")
-        wanted = [wanted] if isinstance(wanted, str) else wanted
-        if wanted and not any(checks[kind](value) for kind in wanted):
-            raise ConfigError(f"parameter {key} = {value!r} of policy {policy}: expected "
-                              f"{' or '.join(wanted)}")
 
 
 # ---------------------------------------------------------------- the experiment model
