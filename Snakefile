@@ -36,6 +36,8 @@ BENCHMARKS = f"{RESULTS}/benchmarks"
 # shared by several experiments or figures are simulated once.
 RUN_FILE = f"{RESULTS}/runs/{{instance_id}}/T{{horizon}}/{{policy}}/seed{{seed}}.npz"
 AGGREGATE_FILE = f"{RESULTS}/aggregate/{{experiment}}.tsv"
+RUNS_TABLE = f"{RESULTS}/aggregate/{{experiment}}.runs.tsv"
+CURVES_TABLE = f"{RESULTS}/aggregate/{{experiment}}.curves.tsv"
 
 
 localrules:
@@ -47,11 +49,13 @@ rule all:
     input:
         [figure_outputs(name) for name in config["figures"]],
         figure_outputs("fig5") if PLAN.rates_experiment else [],
+        f"{FIGURES}/claims.md",
 
 
 include: "workflow/rules/simulate.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/figures.smk"
+include: "workflow/rules/verdicts.smk"
 
 
 if PLAN.rates_experiment:

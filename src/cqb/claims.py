@@ -142,6 +142,21 @@ def _mean_check(values, threshold, below: bool) -> tuple[float, float, float, st
     return mean, low, high, verdict
 
 
+def _decisive(results, upward: bool = True):
+    """The comparison that decides a combined verdict, to be reported: a
+    failing one if any (the farthest on the wrong side), else an inconclusive
+    one, else the holding one nearest to its threshold. ``results`` are tuples
+    (value, ci_low, ci_high, verdict, ...); ``upward``: the claim wants values
+    above its threshold."""
+    for wanted in (FAILS, INCONCLUSIVE, HOLDS):
+        chosen = [r for r in results if r[3] == wanted]
+        if chosen:
+            if upward:
+                return min(chosen, key=lambda r: r[2] if wanted == FAILS else r[1])
+            return max(chosen, key=lambda r: r[1] if wanted == FAILS else r[2])
+    raise ValueError("no comparisons")
+
+
 def _combine(verdicts):
     verdicts = list(verdicts)  # read twice below
     if any(v == FAILS for v in verdicts):
@@ -167,9 +182,7 @@ def _per_group_mean(runs, spec, values_of, threshold, below, describe):
         mean, low, high, verdict = _mean_check(values_of(rows), threshold, below)
         results.append((mean, low, high, verdict, len(rows)))
         parts.append(f"{name}: {mean:.3g} [{low:.3g}, {high:.3g}] n={len(rows)} {verdict}")
-    # the reported value: the one nearest to failing
-    key = (lambda r: -r[2]) if below else (lambda r: r[1])
-    worst = min(results, key=key)
+    worst = _decisive(results, upward=not below)
     return ClaimResult(describe, worst[0], worst[1], worst[2], _combine(r[3] for r in results),
                        min(r[4] for r in results), "; ".join(parts))
 
@@ -227,7 +240,7 @@ def check_ordered(runs, spec):
             verdict = _verdict_above(low, high, 0.5)
             shares.append((share, low, high, verdict, len(pair)))
             parts.append(f"{policy} {smaller}→{larger}: {moved}/{counted} [{low:.2f}, {high:.2f}] {verdict}")
-    worst = min(shares, key=lambda r: (r[0] if math.isfinite(r[0]) else -1))
+    worst = _decisive(shares)
     return ClaimResult(f"share of seeds whose {spec.metric} is {spec.direction} between adjacent sweep "
                        "values (paired by seed; exact binomial 95% interval; weakest pair shown); "
                        "holds when every pair is above 1/2",
@@ -251,10 +264,10 @@ def check_best(runs, spec):
         verdict = _verdict_above(low, high, 0.0)
         results.append((mean, low, high, verdict, len(pair), other))
         parts.append(f"{other} − {claimed}: {mean:.3g} [{low:.3g}, {high:.3g}] {verdict}")
-    worst = min(results, key=lambda r: r[1])
+    worst = _decisive(results)
     return ClaimResult(f"paired by seed, mean of ({spec.metric} of another policy − {spec.metric} of "
-                       f"{claimed}), bootstrap 95% interval; smallest over the {len(others)} other "
-                       f"non-oracle policies (here {worst[5]}); holds above 0",
+                       f"{claimed}), bootstrap 95% interval; the comparison that decides, of the "
+                       f"{len(others)} other non-oracle policies (here {worst[5]}); holds above 0",
                        worst[0], worst[1], worst[2], _combine(r[3] for r in results),
                        min(r[4] for r in results), "; ".join(parts))
 
@@ -306,4 +319,6 @@ def claims_markdown(table: pd.DataFrame, header: str = "") -> str:
                     if math.isfinite(row.ci_low) else f"{row.value:.3g}")
         lines.append(f"| {row.statement} | {row.figure} | {row.statistic} | {interval} | "
                      f"**{row.verdict}** | {row.n_seeds} |")
+    lines += ["", "Every comparison behind each verdict:", ""]
+    lines += [f"- `{row.claim}`: {row.detail}" for row in table.itertuples()]
     return "\n".join(lines) + "\n"

@@ -134,8 +134,11 @@ def policy_params_schema() -> dict:
 def config_schema(static_schema: Mapping) -> dict:
     """The static schema (workflow/schemas/config.schema.yaml) with its
     generated ``$defs`` filled in."""
+    from .summaries import summaries_schema
+
     schema = copy.deepcopy(dict(static_schema))
     schema["$defs"].update(policy_params_schema())
+    schema["$defs"]["summaries"] = summaries_schema()
     return schema
 
 

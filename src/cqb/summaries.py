@@ -51,9 +51,21 @@ class SummarySettings:
 # What a run file records of its instance (synthetic: how often θ* was redrawn
 # to meet the slack, its largest norm, the share of contexts that pass).
 INSTANCE_COLUMNS = ("theta_redraws", "theta_max_norm", "accept_rate", "measured_slack")
+# The simulation code hash of the run file: results that mix code are refused.
+def summaries_schema() -> dict:
+    """The config schema of ``summaries``, generated from SummarySettings
+    (types and defaults), so the dataclass is the one source of both."""
+    from .experiments import parameter_fields
+
+    properties = {}
+    for key, (schema, default) in parameter_fields(SummarySettings).items():
+        properties[key] = dict(schema, default=default)
+    return {"type": "object", "additionalProperties": False, "properties": properties}
+
+
 RUN_COLUMNS = ("policy", "sweep_param", "sweep_value", "seed", "horizon", "final_queue",
                "final_oracle", "final_regret", "tail_regret", "mean_regret", "early_regret",
-               "peak_round", "peak_queue", "late_slope", "stalled") + INSTANCE_COLUMNS
+               "peak_round", "peak_queue", "late_slope", "stalled") + INSTANCE_COLUMNS + ("code_hash",)
 
 
 def tail_length(horizon: int, tail_fraction: float) -> int:
@@ -107,7 +119,8 @@ def summarise_curves(curves: Sequence[Curve], settings: SummarySettings = Summar
             rows.append({"policy": curve.policy, "sweep_param": curve.sweep_param,
                          "sweep_value": curve.sweep_value, "seed": int(seed),
                          **run_summary(queue, oracle, settings),
-                         **{key: _number(instance.get(key)) for key in INSTANCE_COLUMNS}})
+                         **{key: _number(instance.get(key)) for key in INSTANCE_COLUMNS},
+                         "code_hash": meta.get("code_hash", "")})
     return pd.DataFrame(rows, columns=list(RUN_COLUMNS))
 
 
@@ -181,7 +194,8 @@ def curve_summaries(runs: pd.DataFrame, confidence: float = 0.95) -> pd.DataFram
 
 
 def read_runs_table(path) -> pd.DataFrame:
-    table = pd.read_csv(path, sep="\t", dtype={"policy": str, "sweep_param": str, "sweep_value": str},
+    table = pd.read_csv(path, sep="\t", dtype={"policy": str, "sweep_param": str, "sweep_value": str,
+                                               "code_hash": str},
                         keep_default_na=False, na_values={c: ["nan"] for c in ("late_slope",) + INSTANCE_COLUMNS})
     table["stalled"] = table["stalled"].astype(str).str.lower().isin(("true", "1"))
     return table

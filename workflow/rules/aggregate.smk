@@ -1,5 +1,7 @@
-# One tidy table per experiment: mean/sd/se over seeds of Q(t), Q*(t) and
-# Q(t) − Q*(t) for every policy label and sweep value.
+# Per experiment: the tidy per-round table (mean/sd/se/quartiles over seeds of
+# Q(t), Q*(t) and Q(t) − Q*(t) per policy label and sweep value), one summary
+# row per run (final, tail and early regret, stalled or not) and one per curve
+# (stalled runs with an exact interval, means and medians).
 
 
 rule aggregate:
@@ -10,11 +12,14 @@ rule aggregate:
     input:
         experiment_run_files,
     output:
-        AGGREGATE_FILE,
+        table=AGGREGATE_FILE,
+        runs=RUNS_TABLE,
+        curves=CURVES_TABLE,
     params:
         curves=lambda wildcards: aggregate_curves(wildcards.experiment),
         ddof=config["aggregate"]["ddof"],
         float_format=config["aggregate"]["float_format"],
+        summaries=config["summaries"],
     log:
         f"{LOGS}/aggregate/{{experiment}}.log",
     conda:

@@ -13,6 +13,7 @@ from snakemake.utils import update_config
 try:
     from cqb.code_hash import simulation_code_hash
     from cqb.experiments import ConfigError, build_plan, validate_config, yaml_scalars
+    from cqb.verdicts import claim_experiments, claim_specs, tuning_setup
 except ImportError as error:  # the package must be installed: pip install -e .
     raise ImportError(f"the workflow needs the cqb package ({error}); run `pip install -e .`")
 
@@ -41,6 +42,20 @@ def load_datasets_config(path):
     config.update(datasets_config)  # validated by workflow/rules/data.smk
 
 
+def put_cqb_on_path():
+    """The simulate jobs run the `cqb` command. Started as .venv/bin/snakemake
+    without activating the venv, PATH lacks it: put the directory of the
+    interpreter running Snakemake first (jobs inherit PATH; a conda env's
+    activation puts its own `cqb` before it)."""
+    import os
+    import shutil
+
+    bin_dir = str(Path(sys.executable).parent)
+    if Path(bin_dir, "cqb").exists() and shutil.which("cqb") != str(Path(bin_dir, "cqb")):
+        os.environ["PATH"] = os.pathsep.join([bin_dir, os.environ.get("PATH", "")])
+
+
+put_cqb_on_path()
 CODE_HASH = simulation_code_hash()  # a param of simulate jobs, so editing the simulation code reruns them
 
 
@@ -78,3 +93,9 @@ def experiment_run_files(wildcards):
 
 def figure_outputs(figure_name):
     return [f"{FIGURES}/{figure_name}.{ext}" for ext in ("pdf", "png", "tsv")]
+
+
+def display_names():
+    from cqb.policies import registered_policies
+
+    return {name: spec.display_name for name, spec in registered_policies().items()}

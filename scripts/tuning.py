@@ -1,0 +1,33 @@
+"""Snakemake script of rule `tuning`: the tuning table and figure, the chosen
+values, and the check that the config runs them."""
+
+import sys
+
+import pandas as pd
+
+from cqb.aggregate import write_table
+from cqb.plotting import save_figure
+from cqb.summaries import read_runs_table
+from cqb.tuning import choices, mismatches, plot_tuning, tuning_table
+
+
+def main(smk):
+    with open(smk.log[0], "w") as log:
+        runs = pd.concat([read_runs_table(path) for path in smk.input.runs], ignore_index=True)
+        table = tuning_table(runs)
+        write_table(table, smk.output.table, smk.params.float_format)
+        chosen = choices(table)
+        write_table(chosen, smk.output.choices, smk.params.float_format)
+        figure = plot_tuning(table, smk.params.display_names, smk.params.title)
+        save_figure(figure, pdf=smk.output.pdf, png=smk.output.png)
+        print(chosen.to_string(index=False), file=log)
+        problems = mismatches(chosen, smk.params.configured)
+        for problem in problems:
+            print(f"tuning: {problem}", file=log)
+        if problems and smk.params.enforce:
+            # one line on the console; the outputs stay for inspection
+            sys.exit(f"tuning: the config does not run the tuned values: {'; '.join(problems)} "
+                     "(set the package default or defaults.per_policy, or tuning.enforce: false)")
+
+
+main(snakemake)  # noqa: F821 (injected by Snakemake)

@@ -1,0 +1,61 @@
+# Verdicts: held-out tuning and the claims table (cqb.tuning, cqb.claims,
+# docs/verdicts.md). Both read only the per-run summary tables.
+
+CLAIM_SPECS = claim_specs(config, PLAN)
+TUNING_EXPERIMENTS, TUNED_CONFIGURED = tuning_setup(config, PLAN)
+# the results summary covers every experiment a figure or a claim reports
+SUMMARY_EXPERIMENTS = list(dict.fromkeys(
+    [e for spec in PLAN.figures.values() for e in spec.experiments] + claim_experiments(CLAIM_SPECS)))
+
+
+if TUNING_EXPERIMENTS:
+
+    rule tuning:
+        localrule: True
+        input:
+            runs=[RUNS_TABLE.format(experiment=e) for e in TUNING_EXPERIMENTS],
+        output:
+            table=f"{FIGURES}/tuning.tsv",
+            choices=f"{RESULTS}/tuning/choices.tsv",
+            pdf=f"{FIGURES}/tuning.pdf",
+            png=report(f"{FIGURES}/tuning.png", caption="../report/tuning.rst", category="Verdicts"),
+        params:
+            configured=TUNED_CONFIGURED,
+            enforce=config["tuning"]["enforce"],
+            title=config["tuning"]["title"],
+            display_names=display_names(),
+            float_format=config["aggregate"]["float_format"],
+        log:
+            f"{LOGS}/verdicts/tuning.log",
+        conda:
+            "../envs/analysis.yaml"
+        script:
+            "../../scripts/tuning.py"
+
+
+rule claims:
+    localrule: True
+    input:
+        runs=[RUNS_TABLE.format(experiment=e) for e in claim_experiments(CLAIM_SPECS)],
+        curves=[CURVES_TABLE.format(experiment=e) for e in SUMMARY_EXPERIMENTS],
+        tuning=f"{RESULTS}/tuning/choices.tsv" if TUNING_EXPERIMENTS else [],
+    output:
+        tsv=f"{FIGURES}/claims.tsv",
+        md=report(f"{FIGURES}/claims.md", caption="../report/claims.rst", category="Verdicts"),
+        results=f"{FIGURES}/results.md",
+        provenance=f"{FIGURES}/provenance.json",
+    params:
+        specs=CLAIM_SPECS,
+        run_experiments=claim_experiments(CLAIM_SPECS),
+        curve_experiments=SUMMARY_EXPERIMENTS,
+        configured=TUNED_CONFIGURED,
+        display_names=display_names(),
+        descriptions={name: e.get("description", "") for name, e in config["experiments"].items()},
+        instance_keys=["slack", "n_servers", "dim", "arrival_rate"],
+        float_format=config["aggregate"]["float_format"],
+    log:
+        f"{LOGS}/verdicts/claims.log",
+    conda:
+        "../envs/analysis.yaml"
+    script:
+        "../../scripts/claims.py"
