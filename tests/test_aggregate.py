@@ -29,6 +29,10 @@ def test_statistics_match_numpy(random_runs):
             np.testing.assert_allclose(rows[f"{name}_sd"], values.std(axis=0, ddof=1), rtol=0, atol=1e-12)
             np.testing.assert_allclose(rows[f"{name}_se"], values.std(axis=0, ddof=1) / math.sqrt(n),
                                        rtol=0, atol=1e-12)
+        for name, values in (("queue", queues), ("regret", queues - oracles)):
+            np.testing.assert_allclose(rows[f"{name}_median"], np.median(values, axis=0), rtol=0, atol=1e-12)
+            np.testing.assert_allclose(rows[f"{name}_q25"], np.percentile(values, 25, axis=0), atol=1e-12)
+            np.testing.assert_allclose(rows[f"{name}_q75"], np.percentile(values, 75, axis=0), atol=1e-12)
 
 
 def test_population_sd_when_asked(random_runs):

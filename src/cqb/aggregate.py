@@ -2,7 +2,8 @@
 
 One row per (policy label, sweep value, round t): mean, standard deviation and
 standard error across seeds of the queue length Q(t), of the oracle's Q*(t)
-and of the regret Q(t) − Q*(t). Rows come in the order the curves are given
+and of the regret Q(t) − Q*(t), and the median and quartiles of Q(t) and of
+the regret (a mean is hostage to one stalled seed; the median is not). Rows come in the order the curves are given
 (then t ascending) and floats are written with a fixed format, so the bytes
 of a table depend only on the run files.
 """
@@ -24,6 +25,8 @@ STAT_COLUMNS = (
     "queue_mean", "queue_sd", "queue_se",
     "oracle_mean", "oracle_sd", "oracle_se",
     "regret_mean", "regret_sd", "regret_se",
+    "queue_median", "queue_q25", "queue_q75",
+    "regret_median", "regret_q25", "regret_q75",
 )
 COLUMNS = KEY_COLUMNS + STAT_COLUMNS + ("n_seeds",)
 DEFAULT_FLOAT_FORMAT = "%.6f"
@@ -58,20 +61,29 @@ def mean_sd_se(values: np.ndarray, ddof: int = 1) -> tuple[np.ndarray, np.ndarra
     return mean, sd, sd / math.sqrt(n)
 
 
-def load_curve_arrays(files: Iterable[str | Path]) -> tuple[np.ndarray, np.ndarray, list[int]]:
-    """Stack the queue and oracle queue of run files: two (n_seeds, T) int arrays."""
-    queues, oracles, seeds = [], [], []
+def load_curve_runs(files: Iterable[str | Path]) -> tuple[np.ndarray, np.ndarray, list[dict]]:
+    """Stack the queue and oracle queue of run files (two (n_seeds, T) int
+    arrays) and return each run's metadata."""
+    files = list(files)
+    queues, oracles, metadata = [], [], []
     for path in files:
         run = load_run(path)
         queues.append(run["queue"])
         oracles.append(run["oracle_queue"])
-        seeds.append(run["metadata"].get("seed"))
+        metadata.append(run["metadata"])
     lengths = {len(q) for q in queues} | {len(o) for o in oracles}
     if len(lengths) != 1:
-        raise ValueError(f"run files have different horizons {sorted(lengths)}: {list(files)}")
+        raise ValueError(f"run files have different horizons {sorted(lengths)}: {files}")
+    seeds = [m.get("seed") for m in metadata]
     if None not in seeds and len(set(seeds)) != len(seeds):
-        raise ValueError(f"the same seed appears twice among {list(files)}")
-    return np.stack(queues), np.stack(oracles), seeds
+        raise ValueError(f"the same seed appears twice among {files}")
+    return np.stack(queues), np.stack(oracles), metadata
+
+
+def load_curve_arrays(files: Iterable[str | Path]) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """Stack the queue and oracle queue of run files: two (n_seeds, T) int arrays."""
+    queues, oracles, metadata = load_curve_runs(files)
+    return queues, oracles, [m.get("seed") for m in metadata]
 
 
 def curve_table(curve: Curve, ddof: int = 1) -> pd.DataFrame:
@@ -86,6 +98,10 @@ def curve_table(curve: Curve, ddof: int = 1) -> pd.DataFrame:
     for name, values in (("queue", queue), ("oracle", oracle), ("regret", queue - oracle)):
         mean, sd, se = mean_sd_se(values, ddof)
         columns[f"{name}_mean"], columns[f"{name}_sd"], columns[f"{name}_se"] = mean, sd, se
+    for name, values in (("queue", queue), ("regret", queue - oracle)):
+        # linear interpolation between order statistics (numpy's default), per round
+        quartiles = np.quantile(values.astype(np.float64), [0.5, 0.25, 0.75], axis=0)
+        columns[f"{name}_median"], columns[f"{name}_q25"], columns[f"{name}_q75"] = quartiles
     columns["n_seeds"] = n_seeds
     return pd.DataFrame(columns, columns=list(COLUMNS))
 

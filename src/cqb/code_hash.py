@@ -10,8 +10,9 @@ import functools
 import hashlib
 from pathlib import Path
 
-SIMULATION_MODULES = ("__init__.py", "rng.py", "instances.py", "estimation.py", "policies.py",
-                      "simulate.py", "io.py")
+SIMULATION_MODULES = ("__init__.py", "rng.py", "instances.py", "estimation.py",
+                      "policies/__init__.py", "policies/registry.py", "policies/parameters.py",
+                      "policies/optimistic.py", "policies/baselines.py", "simulate.py", "io.py")
 
 
 @functools.lru_cache(maxsize=1)

@@ -1,0 +1,57 @@
+"""Scheduling policies and their registry.
+
+A policy sees the queue as the arrival ids of the waiting jobs, oldest first,
+and the context matrix of all arrivals (it may only look at rows of queued
+jobs). Each round it returns ``(position in queue, server, explored)`` and then
+observes the outcome of that pair. Policies never see θ*, except the oracle,
+which is built from the true service probabilities.
+
+To add a policy::
+
+    @register_policy("my_policy", "My policy", MyParams)
+    def make_my_policy(env, contexts, rng, params): ...
+
+where ``MyParams`` is a dataclass of its parameters with defaults.
+
+Modules: ``registry`` (names, parameter resolution, entry-point plugins),
+``parameters`` (PolicyEnv and the parameter dataclasses), ``optimistic`` (the
+CQB family), ``baselines`` (Random, the oracle, Q-UCB, Q-ThS). Importing this
+package registers the built-in policies; plugins load on the first lookup.
+"""
+
+from .baselines import OraclePolicy, QueueBanditPolicy, RandomPolicy
+from .optimistic import ExplorationUCBPolicy, OptimisticPolicy, OptimisticScorer, ThompsonPolicy
+from .parameters import (
+    EpsilonOptParams,
+    EpsilonParams,
+    EstimatorParams,
+    EtaParams,
+    NoParams,
+    PolicyEnv,
+    QueueBanditParams,
+    ThompsonParams,
+    experiment_tau,
+)
+from .registry import (
+    DISPLAY_NAMES,
+    PLUGIN_GROUP,
+    POLICIES,
+    Policy,
+    PolicySpec,
+    get_spec,
+    load_plugin_policies,
+    make_policy,
+    policy_parameters,
+    register_policy,
+    registered_policies,
+    resolve_params,
+)
+
+__all__ = [
+    "DISPLAY_NAMES", "PLUGIN_GROUP", "POLICIES", "EpsilonOptParams", "EpsilonParams", "EstimatorParams",
+    "EtaParams", "ExplorationUCBPolicy", "NoParams", "OptimisticPolicy", "OptimisticScorer",
+    "OraclePolicy", "Policy", "PolicyEnv", "PolicySpec", "QueueBanditParams", "QueueBanditPolicy",
+    "RandomPolicy", "ThompsonParams", "ThompsonPolicy", "experiment_tau", "get_spec",
+    "load_plugin_policies", "make_policy", "policy_parameters", "register_policy",
+    "registered_policies", "resolve_params",
+]

@@ -1,0 +1,184 @@
+"""The CQB family: the cached optimistic scorer and the policies built on it
+(CQB-ε, CQB-Opt, CQB-ε-Opt, CQB-TS, CQB-η-2)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..estimation import LogisticEstimator, logistic
+from .parameters import EpsilonOptParams, EpsilonParams, EstimatorParams, EtaParams, ThompsonParams
+from .registry import register_policy
+
+
+class OptimisticScorer:
+    """Estimated means μ(xᵀθ_k), bonuses c_β·β_k·‖x‖_{V_k⁻¹} and their sum (the
+    UCB index) of queued jobs, cached by arrival id: a round recomputes only
+    the served server's column and the rows of new arrivals, O(queue · d²)
+    instead of O(queue · K · d²)."""
+
+    def __init__(self, env, contexts, params):
+        self.contexts = contexts
+        self.estimator = LogisticEstimator(env.n_servers, env.dim, env.horizon, params.estimator_config())
+        self.bonus_scale = params.bonus_scale
+        capacity = contexts.shape[0]
+        self.means = np.empty((capacity, env.n_servers))
+        self.bonuses = np.empty((capacity, env.n_servers))
+        self.ucb = np.empty((capacity, env.n_servers))
+        self.scored_until = 0  # arrival ids below this have full rows
+        # Columns to refresh before the next decision. A set, not one server:
+        # exploration rounds update a server without scoring, so several
+        # columns can go stale between two UCB rounds.
+        self.stale = np.zeros(env.n_servers, dtype=bool)
+
+    def refresh(self, queue):
+        est = self.estimator
+        length = queue.shape[0]
+        newest = int(queue[-1]) + 1
+        fresh = max(newest - self.scored_until, 0)
+        # New ids sit at the tail of the id-sorted queue; an explored newcomer
+        # may have left unscored, then fall back to a search.
+        if fresh == 0:
+            n_old = length
+        elif fresh <= length and queue[length - fresh] == self.scored_until:
+            n_old = length - fresh
+        else:
+            n_old = int(np.searchsorted(queue, self.scored_until))
+        if n_old:
+            old = queue[:n_old]
+            X = self.contexts[old]
+            for k in np.flatnonzero(self.stale):
+                means = est.mean_column(k, X)
+                bonuses = (self.bonus_scale * est.widths[k]) * est.width_column(k, X)
+                self.means[old, k] = means
+                self.bonuses[old, k] = bonuses
+                self.ucb[old, k] = means + bonuses
+        self.stale[:] = False
+        if fresh > 0:
+            X = self.contexts[self.scored_until:newest]
+            means = logistic(X @ est.theta.T)
+            if fresh == 1:
+                widths = np.sqrt((est.design_inv @ X[0]) @ X[0])[None]
+            else:
+                widths = np.sqrt(np.einsum("nd,kde,ne->nk", X, est.design_inv, X))
+            bonuses = (self.bonus_scale * est.widths) * widths
+            self.means[self.scored_until:newest] = means
+            self.bonuses[self.scored_until:newest] = bonuses
+            self.ucb[self.scored_until:newest] = means + bonuses
+            self.scored_until = newest
+
+    def optimistic_choice(self, queue):
+        self.refresh(queue)
+        scores = self.ucb[queue]
+        flat = int(scores.argmax())  # row-major: earliest job, then lowest server, on ties
+        return divmod(flat, scores.shape[1])
+
+    def update(self, job, server, success):
+        self.estimator.update(server, self.contexts[job], float(success))
+        self.stale[server] = True
+
+
+class ExplorationUCBPolicy:
+    """CQB-ε, CQB-ε-Opt and CQB-η-2: forced exploration of the newest job,
+    otherwise the optimistic (UCB) pair.
+
+    Rounds t ≤ ``tau``: every fresh arrival is explored (server round-robin or
+    uniform). Rounds ``tau`` < t ≤ ``explore_until``: a fresh arrival is
+    explored with probability ``explore_prob`` (uniform server). Later rounds:
+    UCB only.
+    """
+
+    def __init__(self, env, contexts, rng, params, tau, explore_prob, explore_until, phase1_server):
+        self.scorer = OptimisticScorer(env, contexts, params)
+        self.rng, self.n_servers = rng, env.n_servers
+        self.tau, self.explore_prob, self.explore_until = tau, explore_prob, explore_until
+        self.round_robin = phase1_server == "round_robin"
+        self.phase1_visits = 0
+
+    def choose(self, t, queue, new_arrival):
+        if new_arrival and t <= self.explore_until:
+            newest = queue.shape[0] - 1
+            if t <= self.tau:
+                if self.round_robin:
+                    server = self.phase1_visits % self.n_servers
+                    self.phase1_visits += 1
+                else:
+                    server = int(self.rng.integers(self.n_servers))
+                return newest, server, True
+            if self.rng.random() < self.explore_prob:
+                return newest, int(self.rng.integers(self.n_servers)), True
+        position, server = self.scorer.optimistic_choice(queue)
+        return position, server, False
+
+    def observe(self, t, job, server, success):
+        self.scorer.update(job, server, success)
+
+
+class OptimisticPolicy:
+    """CQB-Opt: the UCB pair in every round."""
+
+    def __init__(self, env, contexts, rng, params):
+        self.scorer = OptimisticScorer(env, contexts, params)
+
+    def choose(self, t, queue, new_arrival):
+        position, server = self.scorer.optimistic_choice(queue)
+        return position, server, False
+
+    def observe(self, t, job, server, success):
+        self.scorer.update(job, server, success)
+
+
+class ThompsonPolicy:
+    """CQB-TS: a sampled score per (job, server) pair ("score", default), or a
+    sampled θ̃_k ~ N(θ_k, c²β_k²V_k⁻¹) per server and round ("parameter")."""
+
+    def __init__(self, env, contexts, rng, params):
+        self.scorer = OptimisticScorer(env, contexts, params)
+        self.rng, self.mode = rng, params.ts_mode
+
+    def choose(self, t, queue, new_arrival):
+        scorer = self.scorer
+        if self.mode == "score":
+            scorer.refresh(queue)
+            noise = self.rng.standard_normal((queue.shape[0], scorer.estimator.n_servers))
+            scores = scorer.means[queue] + scorer.bonuses[queue] * noise
+        else:
+            est = scorer.estimator
+            # Explicit Cholesky keeps the draw identical on every platform.
+            factors = np.linalg.cholesky(est.design_inv)
+            noise = self.rng.standard_normal((est.n_servers, est.dim))
+            scale = scorer.bonus_scale * est.widths
+            sampled = est.theta + scale[:, None] * np.einsum("kde,ke->kd", factors, noise)
+            scores = logistic(scorer.contexts[queue] @ sampled.T)
+        position, server = divmod(int(scores.argmax()), scores.shape[1])
+        return position, server, False
+
+    def observe(self, t, job, server, success):
+        self.scorer.update(job, server, success)
+
+
+@register_policy("cqb_eps", "CQB-ε", EpsilonParams)
+def _make_cqb_eps(env, contexts, rng, params):
+    return ExplorationUCBPolicy(env, contexts, rng, params, params.tau, params.explore_prob,
+                                env.horizon, params.phase1_server)
+
+
+@register_policy("cqb_opt", "CQB-Opt", EstimatorParams)
+def _make_cqb_opt(env, contexts, rng, params):
+    return OptimisticPolicy(env, contexts, rng, params)
+
+
+@register_policy("cqb_eps_opt", "CQB-ε-Opt", EpsilonOptParams)
+def _make_cqb_eps_opt(env, contexts, rng, params):
+    return ExplorationUCBPolicy(env, contexts, rng, params, 0, params.explore_prob,
+                                env.horizon, "uniform")
+
+
+@register_policy("cqb_ts", "CQB-TS", ThompsonParams)
+def _make_cqb_ts(env, contexts, rng, params):
+    return ThompsonPolicy(env, contexts, rng, params)
+
+
+@register_policy("cqb_eta2", "CQB-η-2", EtaParams)
+def _make_cqb_eta2(env, contexts, rng, params):
+    return ExplorationUCBPolicy(env, contexts, rng, params, params.tau, params.eta,
+                                params.cutoff, params.phase1_server)

@@ -1,0 +1,258 @@
+"""The policy registry: names → factories, parameter resolution, plugins.
+
+Policies register themselves with ``@register_policy``; the built-in ones when
+``cqb.policies`` is imported, those of installed plugin packages (entry-point
+group ``cqb.policies``) on the first lookup, so that importing the package in
+every simulation job does not scan the installed distributions.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+import typing
+from collections.abc import MutableMapping
+from dataclasses import asdict, dataclass, fields
+from typing import Callable, Protocol
+
+import numpy as np
+
+from .parameters import PolicyEnv
+
+
+class Policy(Protocol):
+    def choose(self, t: int, queue: np.ndarray, new_arrival: bool) -> tuple[int, int, bool]:
+        """Pick (position in ``queue``, server, explored) for round t."""
+
+    def observe(self, t: int, job: int, server: int, success: bool) -> None:
+        """The outcome D(t) of serving arrival ``job`` at ``server``."""
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    name: str
+    display_name: str
+    params: type
+    factory: Callable
+    needs_truth: bool = False
+
+
+PLUGIN_GROUP = "cqb.policies"
+
+# The listing order of the built-in policies (`cqb policies`, the benchmark).
+# They register from two modules, so import order cannot keep it; plugins
+# follow in registration order.
+BUILTIN_ORDER = ("random", "oracle", "cqb_eps", "cqb_opt", "cqb_eps_opt", "cqb_ts",
+                 "q_ucb", "q_ths", "cqb_eta2")
+
+_specs: dict[str, PolicySpec] = {}
+_display_names: dict[str, str] = {}
+_plugins_loaded = False
+
+
+def _listing_rank(name: str) -> int:
+    return BUILTIN_ORDER.index(name) if name in BUILTIN_ORDER else len(BUILTIN_ORDER)
+
+
+def _ensure_plugins_loaded() -> None:
+    if not _plugins_loaded:
+        load_plugin_policies()
+
+
+class _RegistryView(MutableMapping):
+    """A registry dict that loads the entry-point plugins before any read, so
+    code iterating ``POLICIES`` or ``DISPLAY_NAMES`` does not miss them."""
+
+    def __init__(self, data: dict):
+        self._data = data
+
+    def __getitem__(self, name):
+        _ensure_plugins_loaded()
+        return self._data[name]
+
+    def __setitem__(self, name, value):
+        self._data[name] = value
+
+    def __delitem__(self, name):
+        _ensure_plugins_loaded()
+        del self._data[name]
+
+    def __iter__(self):
+        _ensure_plugins_loaded()
+        # sorted() is stable: plugins keep their registration order.
+        return iter(sorted(self._data, key=_listing_rank))
+
+    def __len__(self):
+        _ensure_plugins_loaded()
+        return len(self._data)
+
+    def __contains__(self, name):
+        _ensure_plugins_loaded()
+        return name in self._data
+
+    def __repr__(self):
+        return repr(dict(self.items()))
+
+
+# Kept for existing callers; prefer registered_policies(). Both views load the
+# plugins on first read, so they are complete whenever they are looked at.
+POLICIES: MutableMapping[str, PolicySpec] = _RegistryView(_specs)
+DISPLAY_NAMES: MutableMapping[str, str] = _RegistryView(_display_names)  # name → name in figures
+
+
+def register_policy(name: str, display_name: str, params: type, needs_truth: bool = False):
+    """Decorator that adds a policy factory to the registry."""
+
+    def wrap(factory):
+        if name in _specs:
+            raise ValueError(f"policy {name!r} is already registered")
+        _specs[name] = PolicySpec(name, display_name, params, factory, needs_truth)
+        _display_names[name] = display_name
+        return factory
+
+    return wrap
+
+
+def registered_policies() -> dict[str, PolicySpec]:
+    """Every registered policy, plugins included, by name, in listing order."""
+    return dict(POLICIES.items())
+
+
+def get_spec(name: str) -> PolicySpec:
+    _ensure_plugins_loaded()
+    if name not in _specs:
+        raise ValueError(f"unknown policy {name!r}; known policies: {', '.join(sorted(_specs))}")
+    return _specs[name]
+
+
+def policy_parameters(name: str) -> dict:
+    """The parameters of a policy with their defaults."""
+    return asdict(get_spec(name).params())
+
+
+def resolve_params(name: str, params: dict | None, env: PolicyEnv):
+    """The policy's parameter dataclass with user values and resolved defaults."""
+    spec = get_spec(name)
+    params = dict(params or {})
+    known = {f.name for f in fields(spec.params)}
+    unknown = set(params) - known
+    if unknown:
+        raise ValueError(f"unknown parameter(s) {sorted(unknown)} for policy {name!r}; "
+                         f"its parameters: {sorted(known) or 'none'}")
+    _check_types(name, spec.params, params)
+    values = spec.params(**params)
+    return values.resolve(env) if hasattr(values, "resolve") else values
+
+
+def make_policy(name: str, env: PolicyEnv, contexts: np.ndarray, rng: np.random.Generator,
+                params: dict | None = None, true_means: np.ndarray | None = None):
+    """Build policy ``name``; returns (policy, resolved parameter dataclass)."""
+    spec = get_spec(name)
+    resolved = resolve_params(name, params, env)
+    if spec.needs_truth:
+        if true_means is None:
+            raise ValueError(f"policy {name!r} needs the true service probabilities")
+        return spec.factory(env, contexts, rng, resolved, true_means=true_means), resolved
+    return spec.factory(env, contexts, rng, resolved), resolved
+
+
+# --------------------------------------------------------------------------- type checks
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+
+
+def _is_integer(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _is_bool(value) -> bool:
+    return isinstance(value, (bool, np.bool_))
+
+
+# annotation → (check, what the error calls it)
+_TYPE_CHECKS = {
+    float: (_is_number, "a number"),
+    int: (_is_integer, "an integer"),
+    bool: (_is_bool, "true or false"),
+    str: (lambda value: isinstance(value, str), "a string"),
+}
+
+
+def _expected(annotation):
+    """(check, description) for a field annotation, or None when it is not
+    one of float, int, bool, str, optionally ``| None``: those go unchecked."""
+    optional = False
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        members = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
+        optional = len(members) < len(typing.get_args(annotation))
+        if len(members) != 1:
+            return None
+        annotation = members[0]
+    matches = [kind for kind in _TYPE_CHECKS if annotation is kind]
+    if not matches:
+        return None
+    check, description = _TYPE_CHECKS[matches[0]]
+    if optional:
+        return (lambda value: value is None or check(value)), description + " or null"
+    return check, description
+
+
+def _resolve_annotation(params_class: type, annotation):
+    """A field's annotation as a type; string annotations (``from __future__
+    import annotations``) are evaluated in the class's module. One that does
+    not resolve (a plugin's own type) gives None: that field goes unchecked."""
+    if not isinstance(annotation, str):
+        return annotation
+    module = sys.modules.get(params_class.__module__)
+    try:
+        return eval(annotation, dict(vars(module)) if module else {})
+    except Exception:
+        return None
+
+
+def _check_types(policy: str, params_class: type, params: dict) -> None:
+    """One clear line for a value of the wrong type, before it fails deep inside."""
+    annotations = {field.name: field.type for field in fields(params_class)}
+    for key, value in params.items():
+        expected = _expected(_resolve_annotation(params_class, annotations[key]))
+        if expected is None:
+            continue
+        check, description = expected
+        if not check(value):
+            raise ValueError(f"parameter {key} of policy {policy!r} must be {description}, got {value!r}")
+
+
+# --------------------------------------------------------------------------- plugins
+
+
+def load_plugin_policies(entry_points=None) -> list[str]:
+    """Import the modules that installed packages declare under the entry-point
+    group ``cqb.policies``; their ``@register_policy`` decorators register them.
+    So a policy of your own package is known to the CLI, the simulator and every
+    pipeline job without editing this repository::
+
+        [project.entry-points."cqb.policies"]
+        my_policies = "my_package.policies"
+
+    Called once, on the first lookup in the registry; ``entry_points`` (a list
+    of ``importlib.metadata.EntryPoint``) loads those instead.
+    """
+    global _plugins_loaded
+    installed = entry_points is None
+    if installed:
+        from importlib.metadata import entry_points as installed_entry_points
+
+        _plugins_loaded = True  # before loading: a plugin may look up the registry
+        entry_points = installed_entry_points(group=PLUGIN_GROUP)
+    loaded = []
+    for entry in entry_points:
+        try:
+            entry.load()
+        except Exception as error:
+            if installed:
+                _plugins_loaded = False  # the next lookup raises again rather than miss it
+            raise ImportError(f"policy plugin {entry.name!r} ({entry.value}) failed to import: {error}") from error
+        loaded.append(entry.name)
+    return loaded

@@ -1,0 +1,218 @@
+"""The policy registry: lazy plugin loading, listing order, typed parameter
+checks, and the simulation-code hash covering the subpackage."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import typing
+from dataclasses import dataclass
+from importlib.metadata import EntryPoint
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import cqb.policies as policies
+from cqb.code_hash import SIMULATION_MODULES
+from cqb.policies import registry
+from cqb.policies.registry import BUILTIN_ORDER
+
+ENV = policies.PolicyEnv(n_servers=2, dim=2, horizon=100, arrival_rate=0.5, slack=0.1)
+SRC = Path(policies.__file__).parents[2]
+
+
+# ---------------------------------------------------------------- lazy plugins
+
+
+def test_import_does_not_scan_entry_points_and_the_first_lookup_does_once():
+    script = textwrap.dedent("""
+        import importlib.metadata as metadata
+        calls = []
+        real = metadata.entry_points
+        def counting(*args, **kwargs):
+            if kwargs.get("group") == "cqb.policies":
+                calls.append(1)
+            return real(*args, **kwargs)
+        metadata.entry_points = counting
+        import cqb.policies, cqb.simulate
+        assert calls == [], calls
+        cqb.policies.get_spec("cqb_opt")
+        assert calls == [1], calls
+        cqb.policies.registered_policies(); cqb.policies.policy_parameters("q_ucb"); list(cqb.policies.POLICIES)
+        assert calls == [1], calls
+        print("ok")
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env={"PYTHONPATH": str(SRC), "PATH": ""})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+
+
+def _lookups():
+    contexts, rng = np.zeros((1, 2)), np.random.default_rng(0)
+    return {
+        "registered_policies": lambda name: name in policies.registered_policies(),
+        "get_spec": lambda name: policies.get_spec(name).name == name,
+        "policy_parameters": lambda name: policies.policy_parameters(name) == {"width": 2},
+        "make_policy": lambda name: policies.make_policy(name, ENV, contexts, rng)[1].width == 2,
+        "POLICIES in": lambda name: name in policies.POLICIES,
+        "POLICIES iteration": lambda name: name in list(policies.POLICIES),
+        "DISPLAY_NAMES": lambda name: policies.DISPLAY_NAMES[name] == "Lazy plugin",
+    }
+
+
+@pytest.fixture
+def fake_installed_plugin(tmp_path, monkeypatch):
+    """An installed plugin the registry has not loaded yet; yields its policy name."""
+    module, name = "cqb_test_lazy_plugin", "test_lazy_plugin"
+    (tmp_path / f"{module}.py").write_text(textwrap.dedent(f"""
+        from dataclasses import dataclass
+        from cqb.policies import register_policy
+
+        @dataclass(frozen=True)
+        class Params:
+            width: int = 2
+
+        @register_policy({name!r}, "Lazy plugin", Params)
+        def make(env, contexts, rng, params):
+            return object()
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    calls = []
+
+    def entry_points(group=None):
+        calls.append(group)
+        return [EntryPoint("lazy", module, "cqb.policies")] if group == "cqb.policies" else []
+
+    monkeypatch.setattr("importlib.metadata.entry_points", entry_points)
+    monkeypatch.setattr(registry, "_plugins_loaded", False)
+    yield name, calls
+    registry._specs.pop(name, None)
+    registry._display_names.pop(name, None)
+    sys.modules.pop(module, None)
+
+
+@pytest.mark.parametrize("lookup", sorted(_lookups()))
+def test_every_lookup_loads_the_plugins_first(fake_installed_plugin, lookup):
+    name, calls = fake_installed_plugin
+    assert name not in registry._specs  # not loaded before the lookup
+    assert _lookups()[lookup](name)
+    assert calls == ["cqb.policies"]
+    _lookups()[lookup](name)
+    assert calls == ["cqb.policies"]  # once
+
+
+def test_plugins_list_after_the_builtins_in_their_listing_order(fake_installed_plugin):
+    name, _ = fake_installed_plugin
+    expected = [*BUILTIN_ORDER, name]
+    assert list(policies.registered_policies()) == expected
+    assert list(policies.POLICIES) == expected
+    assert list(policies.DISPLAY_NAMES) == expected
+
+
+def test_builtin_listing_order_is_unchanged():
+    # the order `cqb policies` has always printed
+    assert list(policies.registered_policies())[:9] == [
+        "random", "oracle", "cqb_eps", "cqb_opt", "cqb_eps_opt", "cqb_ts", "q_ucb", "q_ths", "cqb_eta2"]
+
+
+def test_a_broken_installed_plugin_fails_every_lookup(monkeypatch):
+    monkeypatch.setattr("importlib.metadata.entry_points",
+                        lambda group=None: [EntryPoint("broken", "no_such_module_here", group)])
+    monkeypatch.setattr(registry, "_plugins_loaded", False)
+    for _ in range(2):  # not silently missing after the first failure
+        with pytest.raises(ImportError, match="'broken'"):
+            policies.get_spec("cqb_opt")
+
+
+# ---------------------------------------------------------------- typed checks
+
+
+@pytest.mark.parametrize("policy, key, value, expected", [
+    ("cqb_opt", "bonus_scale", "abc", "must be a number, got 'abc'"),
+    ("cqb_opt", "reg", True, "must be a number, got True"),
+    ("cqb_opt", "newton_max_iter", 25.0, "must be an integer, got 25.0"),
+    ("cqb_opt", "projection", 3, "must be a string, got 3"),
+    ("cqb_opt", "delta", "0.01", "must be a number or null, got '0.01'"),
+    ("cqb_eps", "tau", 12.5, "must be an integer or null, got 12.5"),
+    ("cqb_eps", "tau", "100", "must be an integer or null, got '100'"),
+    ("cqb_eta2", "cutoff", False, "must be an integer or null, got False"),
+    ("q_ucb", "explore_constant", None, "must be a number, got None"),
+    ("q_ths", "explore_constant", [3], "must be a number, got [3]"),
+])
+def test_a_value_of_the_wrong_type_is_one_clear_line(policy, key, value, expected):
+    with pytest.raises(ValueError) as error:
+        policies.resolve_params(policy, {key: value}, ENV)
+    assert str(error.value) == f"parameter {key} of policy {policy!r} {expected}"
+
+
+@pytest.mark.parametrize("policy, values", [
+    ("cqb_opt", {"reg": 1, "bonus_scale": np.float64(0.1), "newton_max_iter": np.int64(30), "delta": None}),
+    ("cqb_eps", {"tau": 40, "explore_prob": 0, "phase1_server": "uniform"}),
+    ("cqb_eta2", {"tau": 10, "cutoff": None, "eta": 0.02}),
+    ("q_ucb", {"explore_constant": 2}),
+])
+def test_values_of_the_right_type_pass_unchanged(policy, values):
+    resolved = policies.resolve_params(policy, values, ENV)
+    for key, value in values.items():
+        if value is not None:
+            assert getattr(resolved, key) == value and type(getattr(resolved, key)) is type(value)
+
+
+@dataclass(frozen=True)
+class PluginParams:  # real (not string) annotations, as a plugin without the __future__ import has
+    count: int = 3
+    weight: float = 1.0
+    label: str | None = None
+    scale: typing.Optional[float] = None
+    verbose: bool = False
+    anything: object = None  # not a checked type: any value
+
+
+@pytest.fixture
+def plugin_policy():
+    name = "test_typed_plugin"
+    policies.register_policy(name, "Typed plugin", PluginParams)(lambda env, contexts, rng, params: object())
+    yield name
+    registry._specs.pop(name)
+    registry._display_names.pop(name)
+
+
+@pytest.mark.parametrize("key, value, expected", [
+    ("count", 2.0, "an integer"),
+    ("weight", "heavy", "a number"),
+    ("label", 7, "a string or null"),
+    ("scale", "big", "a number or null"),
+    ("verbose", 1, "true or false"),
+])
+def test_plugin_parameters_are_checked_too(plugin_policy, key, value, expected):
+    with pytest.raises(ValueError, match=rf"^parameter {key} of policy 'test_typed_plugin' must be {expected}, got "):
+        policies.resolve_params(plugin_policy, {key: value}, ENV)
+
+
+def test_plugin_parameters_of_the_right_type_pass(plugin_policy):
+    values = {"count": 5, "weight": 2, "label": None, "scale": 0.5, "verbose": True, "anything": [1, "x"]}
+    assert policies.resolve_params(plugin_policy, values, ENV) == PluginParams(**values)
+
+
+def test_cli_reports_a_wrong_type_in_one_line(tmp_path, capsys):
+    from cqb.cli import main
+
+    out = tmp_path / "run.npz"
+    assert main(["run", "--policy", "cqb_opt", "--seed", "0", "--horizon", "50",
+                 "--set", "bonus_scale=abc", "--out", str(out)]) == 2
+    assert capsys.readouterr().err == \
+        "cqb: error: parameter bonus_scale of policy 'cqb_opt' must be a number, got 'abc'\n"
+    assert not out.exists()
+
+
+# ---------------------------------------------------------------- code hash
+
+
+def test_the_code_hash_covers_every_policies_module():
+    package = Path(policies.__file__).parent
+    modules = {f"policies/{path.name}" for path in package.glob("*.py")}
+    assert modules == {name for name in SIMULATION_MODULES if name.startswith("policies/")}
+    assert "policies.py" not in SIMULATION_MODULES
