@@ -179,6 +179,33 @@ def test_pool_instance_samples_the_pool():
     assert instance.n_servers == 2 and instance.dim == 3
 
 
+def test_instance_diagnostics_measure_slack_and_kappa_of_the_sample():
+    theta = np.array([[2.0, 0.0], [0.0, -1.0], [0.5, 0.5]])
+    contexts = np.array([[1.0, 0.0], [0.0, 1.0], [0.6, -0.8]])
+    instance = pool_instance(theta, contexts, 0.4, slack=0.05, description={"source": "test"})
+    probs = 1 / (1 + np.exp(-contexts @ theta.T))
+    diagnostics = instance.diagnostics(contexts)
+    assert diagnostics["measured_slack"] == pytest.approx(probs.max(axis=1).min() - 0.4, rel=1e-12)
+    assert diagnostics["measured_kappa"] == pytest.approx(1 / (probs * (1 - probs)).min(), rel=1e-12)
+    assert instance.diagnostics(np.zeros((0, 2))) == {"measured_slack": None, "measured_kappa": None}
+    assert instance.slack == 0.05 and instance.pool.dtype == np.float64
+    assert instance.summary()["kind"] == "pool"
+    assert instance.description == {"source": "test", "pool_size": 3}
+
+
+@pytest.mark.parametrize("theta,contexts,needle", [
+    (np.ones(3), np.ones((2, 3)) / 2, "matrices"),
+    (np.ones((2, 3)), np.ones(3) / 2, "matrices"),
+    (np.ones((2, 3)), np.zeros((0, 3)), "empty"),
+    (np.ones((2, 2)), np.array([[0.6, 0.8], [0.0, 1.0 + 1e-6]]), "norm"),
+])
+def test_pool_instance_rejects_bad_shapes_and_norms(theta, contexts, needle):
+    with pytest.raises(ValueError, match=needle):
+        pool_instance(theta, contexts, 0.5)
+    if needle == "norm":  # a unit-norm row up to rounding is accepted
+        pool_instance(theta, np.array([[0.6, 0.8], [0.0, 1.0 + 1e-12]]), 0.5)
+
+
 def test_pool_instance_from_file(tmp_path):
     contexts = np.random.default_rng(0).normal(size=(40, 4))
     contexts /= np.linalg.norm(contexts, axis=1, keepdims=True)
