@@ -27,6 +27,15 @@ def test_mle_matches_sklearn(reg):
     np.testing.assert_allclose(fit_logistic(X, y, reg), _sklearn_mle(X, y, reg), atol=1e-6)
 
 
+def test_fit_logistic_warm_start_is_used():
+    X, y = _data(n=200, d=3, seed=6)
+    exact = fit_logistic(X, y, 1.0)
+    # one Newton step from a start at the optimum stays there; from zero it does not
+    np.testing.assert_allclose(fit_logistic(X, y, 1.0, theta0=exact, max_iter=1), exact, atol=1e-12)
+    assert np.abs(fit_logistic(X, y, 1.0, max_iter=1) - exact).max() > 1e-4
+    np.testing.assert_allclose(fit_logistic(X, y, 1.0, theta0=np.ones(3)), exact, atol=1e-8)
+
+
 def test_exact_refits_track_sklearn_every_round():
     X, y = _data(n=120, d=3, seed=1)
     est = LogisticEstimator(1, 3, 200, EstimatorConfig(reg=1.0, refit_growth=0.0, norm_bound=100.0,
@@ -79,11 +88,18 @@ def test_projection_keeps_norm_bound_and_is_noop_inside(projection):
     y = (X @ np.array([5.0, 0, 0]) > 0).astype(float)
     bound = 1.0
     est = LogisticEstimator(1, 3, 60, EstimatorConfig(norm_bound=bound, projection=projection, reg=0.01))
+    outside = 0
     for i in range(60):
         est.update(0, X[i], y[i])
+        outside += np.linalg.norm(est.mle[0]) > bound
         assert np.linalg.norm(est.theta[0]) <= bound + 1e-9
+    assert est.projections == outside > 0  # the diagnostic counts every active projection
     assert np.linalg.norm(est.mle[0]) > bound  # the projection was active
-    assert est.projections > 0
+    radial = est.mle[0] * bound / np.linalg.norm(est.mle[0])
+    if projection == "euclidean":
+        np.testing.assert_allclose(est.theta[0], radial, rtol=1e-12)
+    else:  # the Filippi point is not the radial one
+        assert np.linalg.norm(est.theta[0] - radial) > 1e-3
     loose = LogisticEstimator(1, 3, 60, EstimatorConfig(norm_bound=1e6, projection=projection))
     for i in range(60):
         loose.update(0, X[i], y[i])
