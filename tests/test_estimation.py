@@ -27,6 +27,15 @@ def test_mle_matches_sklearn(reg):
     np.testing.assert_allclose(fit_logistic(X, y, reg), _sklearn_mle(X, y, reg), atol=1e-6)
 
 
+def test_fit_logistic_warm_start_is_used():
+    X, y = _data(n=200, d=3, seed=6)
+    exact = fit_logistic(X, y, 1.0)
+    # one Newton step from a start at the optimum stays there; from zero it does not
+    np.testing.assert_allclose(fit_logistic(X, y, 1.0, theta0=exact, max_iter=1), exact, atol=1e-12)
+    assert np.abs(fit_logistic(X, y, 1.0, max_iter=1) - exact).max() > 1e-4
+    np.testing.assert_allclose(fit_logistic(X, y, 1.0, theta0=np.ones(3)), exact, atol=1e-8)
+
+
 def test_exact_refits_track_sklearn_every_round():
     X, y = _data(n=120, d=3, seed=1)
     est = LogisticEstimator(1, 3, 200, EstimatorConfig(reg=1.0, refit_growth=0.0, norm_bound=100.0,
@@ -79,11 +88,18 @@ def test_projection_keeps_norm_bound_and_is_noop_inside(projection):
     y = (X @ np.array([5.0, 0, 0]) > 0).astype(float)
     bound = 1.0
     est = LogisticEstimator(1, 3, 60, EstimatorConfig(norm_bound=bound, projection=projection, reg=0.01))
+    outside = 0
     for i in range(60):
         est.update(0, X[i], y[i])
+        outside += np.linalg.norm(est.mle[0]) > bound
         assert np.linalg.norm(est.theta[0]) <= bound + 1e-9
+    assert est.projections == outside > 0  # the diagnostic counts every active projection
     assert np.linalg.norm(est.mle[0]) > bound  # the projection was active
-    assert est.projections > 0
+    radial = est.mle[0] * bound / np.linalg.norm(est.mle[0])
+    if projection == "euclidean":
+        np.testing.assert_allclose(est.theta[0], radial, rtol=1e-12)
+    else:  # the Filippi point is not the radial one
+        assert np.linalg.norm(est.theta[0] - radial) > 1e-3
     loose = LogisticEstimator(1, 3, 60, EstimatorConfig(norm_bound=1e6, projection=projection))
     for i in range(60):
         loose.update(0, X[i], y[i])
@@ -91,23 +107,34 @@ def test_projection_keeps_norm_bound_and_is_noop_inside(projection):
     assert loose.projections == 0
 
 
-def test_filippi_projection_improves_on_radial_start():
-    rng = np.random.default_rng(5)
+@pytest.mark.parametrize("seed", range(4))
+def test_filippi_projection_lands_on_the_ball_at_a_kkt_point(seed):
+    """With θ̂ outside the ball the minimiser sits on the sphere, where the
+    objective's gradient points straight inward (∇f = −2νθ, ν > 0); the
+    radial start is not such a point, so returning it fails."""
+    rng = np.random.default_rng(seed)
     X = rng.normal(size=(80, 3))
     X /= np.linalg.norm(X, axis=1, keepdims=True)
-    y = (X @ np.array([6.0, -3.0, 0]) > 0).astype(float)
+    y = (X @ np.array([6.0, -3.0, 0]) + rng.normal(size=80) > 0).astype(float)
     mle = fit_logistic(X, y, 0.01)
     design_inv = np.linalg.inv(np.eye(3) + X.T @ X)
     bound = 1.5
     radial = mle * bound / np.linalg.norm(mle)
+
+    def gradient(theta):
+        prob = 1 / (1 + np.exp(-X @ theta))
+        residual = X.T @ (prob - 1 / (1 + np.exp(-X @ mle))) + 0.01 * (theta - mle)
+        jacobian = (X.T * (prob * (1 - prob))) @ X + 0.01 * np.eye(3)
+        return 2 * jacobian @ design_inv @ residual
+
+    def inward_cosine(theta):
+        g = gradient(theta)
+        return float(-(g @ theta) / (np.linalg.norm(g) * np.linalg.norm(theta)))
+
     projected = filippi_projection(X, mle, design_inv, 0.01, bound, radial)
-
-    def objective(theta):
-        residual = X.T @ (1 / (1 + np.exp(-X @ theta)) - 1 / (1 + np.exp(-X @ mle))) + 0.01 * (theta - mle)
-        return residual @ design_inv @ residual
-
-    assert np.linalg.norm(projected) <= bound + 1e-9
-    assert objective(projected) <= objective(radial) + 1e-12
+    assert np.linalg.norm(projected) == pytest.approx(bound, rel=1e-9)
+    assert inward_cosine(projected) > 1 - 1e-6
+    assert inward_cosine(radial) < 1 - 1e-3  # the start is not already optimal
 
 
 def test_separable_data_gives_finite_estimate():
@@ -121,15 +148,24 @@ def test_separable_data_gives_finite_estimate():
     assert np.all(np.isfinite(est.theta[0])) and est.theta[0][0] > 0
 
 
-def test_confidence_width_formula():
-    config = EstimatorConfig(reg=1.0, kappa=10.0, delta=0.001, norm_bound=2.0)
-    n = 100
-    expected = 5.0 * np.sqrt(2 * 3 * np.log(1 + n / 30.0) + np.log(4 / 0.001)) + 10.0 * 2.0 / 2
-    assert confidence_width(config, 3, 4, n) == pytest.approx(expected)
-    est = LogisticEstimator(4, 3, 200, config)
+@pytest.mark.parametrize("n_servers,dim,kappa,reg,delta,bound,n", [
+    (4, 3, 10.0, 1.0, 0.001, 2.0, 100),
+    (2, 5, 1.0, 0.5, 0.1, 1.0, 7),
+    (6, 2, 3.0, 2.0, 1e-4, 3.5, 0),
+    (3, 8, 20.0, 0.1, 0.02, 0.5, 1000),
+])
+def test_confidence_width_matches_spec_formula_across_configurations(n_servers, dim, kappa, reg, delta,
+                                                                    bound, n):
+    config = EstimatorConfig(reg=reg, kappa=kappa, delta=delta, norm_bound=bound)
+    expected = (kappa / 2 * np.sqrt(2 * dim * np.log(1 + n / (kappa * reg * dim)) + np.log(n_servers / delta))
+                + kappa * bound * np.sqrt(reg) / 2)
+    assert confidence_width(config, dim, n_servers, n) == pytest.approx(expected, rel=1e-12)
+    est = LogisticEstimator(n_servers, dim, max(n, 1), config)
+    x = np.eye(dim)[0]
     for i in range(n):
-        est.update(2, np.array([1.0, 0, 0]), float(i % 2))
-    assert est.widths[2] == pytest.approx(expected)
+        est.update(n_servers - 1, x, float(i % 2))
+    assert est.widths[n_servers - 1] == pytest.approx(expected, rel=1e-12)  # the per-update scalar twin
+    assert est.widths[0] == pytest.approx(confidence_width(config, dim, n_servers, 0), rel=1e-12)
 
 
 @pytest.mark.parametrize("name,value", [("reg", -1.0), ("kappa", 0.0), ("delta", 1.5),

@@ -49,8 +49,14 @@ class PolicyRun:
     departures: np.ndarray  # (T,) bool: D(t)
 
 
-def run_policy(policy, trace: Trace) -> PolicyRun:
-    """Play one policy on a trace."""
+def run_policy(policy, trace: Trace, record: dict | None = None) -> PolicyRun:
+    """Play one policy on a trace.
+
+    ``record``, if a dict, receives what the loop actually consumed, for tests
+    of the common random numbers: "arrivals" (A(t) of every round) and, per
+    round with a decision, "rounds" (t), "new_arrival" (the flag the policy
+    saw), "jobs" (the served arrival id) and "service" (the uniform U₂(t) used).
+    """
     horizon = trace.arrivals.shape[0]
     queue = np.empty(horizon + 1, dtype=np.int64)  # arrival ids, oldest first
     length = 0
@@ -63,6 +69,9 @@ def run_policy(policy, trace: Trace) -> PolicyRun:
     service = trace.service_uniforms.tolist()
     true_means = trace.true_means
     best_mean = true_means.max(axis=1) if true_means.shape[0] else np.empty(0)
+    recording = record is not None
+    if recording:
+        record.update(arrivals=arrivals, rounds=[], new_arrival=[], jobs=[], service=[])
     for t in range(1, horizon + 1):
         queue_length[t - 1] = length
         if length:
@@ -73,6 +82,11 @@ def run_policy(policy, trace: Trace) -> PolicyRun:
             chosen_mean = true_means[job, server]
             gap[t - 1] = best_mean[waiting].max() - chosen_mean
             success = service[t - 1] <= chosen_mean
+            if recording:
+                record["rounds"].append(t)
+                record["new_arrival"].append(new_arrival)
+                record["jobs"].append(job)
+                record["service"].append(service[t - 1])
             policy.observe(t, job, server, success)
             if success:
                 departures[t - 1] = True
@@ -104,19 +118,25 @@ def policy_env(instance: Instance, horizon: int) -> PolicyEnv:
 
 
 def play(instance: Instance, trace: Trace, policy_name: str, policy_params: dict | None,
-         seed: int) -> tuple[PolicyRun, dict]:
-    """Build the policy on its own stream and play it on ``trace``."""
+         seed: int, record: dict | None = None) -> tuple[PolicyRun, dict]:
+    """Build the policy on its own stream and play it on ``trace``; ``record``
+    as in :func:`run_policy`, plus "contexts" (the matrix the policy was given)."""
     horizon = trace.arrivals.shape[0]
     policy, resolved = make_policy(policy_name, policy_env(instance, horizon), trace.contexts,
                                    stream(seed, "policy"), policy_params,
                                    true_means=trace.true_means)
     resolved = asdict(resolved) if is_dataclass(resolved) else dict(resolved)
-    return run_policy(policy, trace), resolved
+    if record is not None:
+        record["contexts"] = trace.contexts
+    return run_policy(policy, trace, record), resolved
 
 
 def simulate(instance_spec: dict | Instance, policy: str, policy_params: dict | None,
-             horizon: int, seed: int) -> RunResult:
-    """One run: the policy and the oracle on the same trace of ``seed``."""
+             horizon: int, seed: int, record: dict | None = None) -> RunResult:
+    """One run: the policy and the oracle on the same trace of ``seed``.
+
+    ``record``, if a dict, gets "policy" and "oracle": what each run consumed
+    (see :func:`play`), so a test can check that both faced the same trace."""
     get_spec(policy)  # unknown names fail before any work
     check_positive_int("horizon", horizon)
     seed = check_seed(seed)
@@ -129,8 +149,16 @@ def simulate(instance_spec: dict | Instance, policy: str, policy_params: dict | 
     # one single-threaded job; multithreaded BLAS on a loaded machine was
     # measured 10× slower at d = 120.
     with threadpool_limits(limits=1, user_api="blas"):
-        run, resolved = play(instance, trace, policy, policy_params, seed)
-        oracle = run if policy == "oracle" else play(instance, trace, "oracle", None, seed)[0]
+        policy_record = oracle_record = None
+        if record is not None:
+            policy_record, oracle_record = record.setdefault("policy", {}), record.setdefault("oracle", {})
+        run, resolved = play(instance, trace, policy, policy_params, seed, policy_record)
+        if policy == "oracle":
+            oracle = run
+            if record is not None:
+                oracle_record.update(policy_record)
+        else:
+            oracle = play(instance, trace, "oracle", None, seed, oracle_record)[0]
     metadata = {
         "policy": policy,
         "policy_params": resolved,
