@@ -18,7 +18,7 @@ from scipy.stats import norm
 
 from cqb.estimation import filippi_projection, fit_logistic
 from cqb.instances import instance_from_spec
-from cqb.policies import PolicyEnv, make_policy, resolve_params
+from cqb.policies import EtaParams, PolicyEnv, make_policy, resolve_params
 from cqb.rng import stream
 from cqb.simulate import draw_trace, policy_env, run_policy
 
@@ -243,12 +243,14 @@ def test_tau_epsilon_and_eta2_phases_follow_spec(n_servers, dim, rate, slack, ho
     eta2 = resolve_params("cqb_eta2", None, env)
     assert eta2.eta == pytest.approx(slack / 4, rel=1e-12)
     assert eta2.tau == tau
-    assert eta2.cutoff == min(max(horizon - math.ceil(32 / slack ** 2 * math.log(horizon)), tau), horizon)
+    constant = EtaParams().cutoff_constant
+    assert eta2.cutoff == min(max(horizon - math.ceil(constant / slack ** 2 * math.log(horizon)), tau), horizon)
 
 
 def test_eta2_cutoff_lies_strictly_between_tau_and_horizon_when_the_horizon_is_long():
     eta2 = resolve_params("cqb_eta2", None, PolicyEnv(4, 2, 200_000, 0.6, 0.2))
-    assert eta2.tau < eta2.cutoff == 200_000 - math.ceil(800 * math.log(200_000)) < 200_000
+    constant = EtaParams().cutoff_constant
+    assert eta2.tau < eta2.cutoff == 200_000 - math.ceil(constant / 0.2 ** 2 * math.log(200_000)) < 200_000
 
 
 # -------------------------------------------------------------------- Filippi projection

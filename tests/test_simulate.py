@@ -226,7 +226,7 @@ def test_q_ucb_exploration_frequency_matches_schedule():
     runs = 20
     explored = np.zeros(horizon)
     for seed in range(runs):
-        policy, _ = make_policy("q_ucb", env, np.zeros((1, 2)), stream(seed, "policy"))
+        policy, _ = make_policy("q_ucb", env, np.zeros((1, 2)), stream(seed, "policy"), {"explore_constant": 3.0})
         for t in range(1, horizon + 1):
             _, server, flag = policy.choose(t, np.array([0]), False)
             explored[t - 1] += flag
@@ -311,11 +311,11 @@ def test_cqb_eps_opt_is_cqb_eps_without_phase_one():
 def test_cqb_eta2_phases():
     from cqb.policies import resolve_params
 
-    params = resolve_params("cqb_eta2", None, PolicyEnv(5, 5, 50_000, 0.7, 0.1))
+    params = resolve_params("cqb_eta2", {"cutoff_constant": 32.0}, PolicyEnv(5, 5, 50_000, 0.7, 0.1))
     assert params.eta == pytest.approx(0.025)
     assert params.cutoff == 50_000 - math.ceil(3200 * math.log(50_000))
-    short = resolve_params("cqb_eta2", None, PolicyEnv(5, 5, 5000, 0.7, 0.1))
-    assert short.cutoff == short.tau  # the cutoff clips to τ at short horizons
+    short = resolve_params("cqb_eta2", {"cutoff_constant": 32.0}, PolicyEnv(5, 5, 5000, 0.7, 0.1))
+    assert short.cutoff == short.tau  # the theory's constant clips the cutoff to τ at short horizons
     instance, trace = _setup(spec=BASE, horizon=1200, seed=4)
     inner, params = make_policy("cqb_eta2", policy_env(instance, 1200), trace.contexts, stream(4, "policy"),
                                 {"tau": 100, "cutoff": 700, "eta": 0.3}, trace.true_means)
@@ -326,6 +326,30 @@ def test_cqb_eta2_phases():
     middle = (rounds > 100) & (rounds <= 700)
     assert 0.15 < run.explored[middle].sum() / new_arrival[middle].sum() < 0.45
     assert not run.explored[rounds > 700].any()
+
+
+def test_cqb_eta2_default_has_three_nonempty_phases_at_the_base_instance():
+    """At T = 5000 on the base instance: τ < t_c < T, every fresh arrival is
+    explored in phase 1, about a share η of them in the η-phase, none after t_c."""
+    from cqb.policies import EtaParams
+
+    horizon = 5000
+    instance, trace = _setup(spec=BASE, horizon=horizon, seed=0)
+    inner, params = make_policy("cqb_eta2", policy_env(instance, horizon), trace.contexts,
+                                stream(0, "policy"), None, trace.true_means)
+    length = math.ceil(EtaParams().cutoff_constant / 0.1 ** 2 * math.log(horizon))
+    assert params.tau < params.cutoff == horizon - length < horizon
+    run = run_policy(inner, trace)
+    rounds = np.arange(1, horizon + 1)
+    new_arrival = np.concatenate([[False], trace.arrivals[:-1]]) & (run.queue > 0)
+    phase1, middle, last = rounds <= params.tau, (rounds > params.tau) & (rounds <= params.cutoff), rounds > params.cutoff
+    assert np.array_equal(run.explored[phase1], new_arrival[phase1])
+    n_middle = int(new_arrival[middle].sum())
+    assert n_middle > 1000 and last.sum() > 500  # both later phases hold many rounds
+    share = run.explored[middle].sum() / n_middle
+    sd = math.sqrt(params.eta * (1 - params.eta) / n_middle)
+    assert abs(share - params.eta) < 4 * sd
+    assert not run.explored[last].any()
 
 
 def test_thompson_parameter_mode_runs_and_differs_from_score_mode():

@@ -29,6 +29,8 @@ from .parameters import (
     NoParams,
     PolicyEnv,
     QueueBanditParams,
+    QueueThompsonParams,
+    QueueUCBParams,
     ThompsonParams,
     experiment_tau,
 )
@@ -50,7 +52,7 @@ from .registry import (
 __all__ = [
     "DISPLAY_NAMES", "PLUGIN_GROUP", "POLICIES", "EpsilonOptParams", "EpsilonParams", "EstimatorParams",
     "EtaParams", "ExplorationUCBPolicy", "NoParams", "OptimisticPolicy", "OptimisticScorer",
-    "OraclePolicy", "Policy", "PolicyEnv", "PolicySpec", "QueueBanditParams", "QueueBanditPolicy",
+    "OraclePolicy", "Policy", "PolicyEnv", "PolicySpec", "QueueBanditParams", "QueueBanditPolicy", "QueueThompsonParams", "QueueUCBParams",
     "RandomPolicy", "ThompsonParams", "ThompsonPolicy", "experiment_tau", "get_spec",
     "load_plugin_policies", "make_policy", "policy_parameters", "register_policy",
     "registered_policies", "resolve_params",

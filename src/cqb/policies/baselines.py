@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from .parameters import NoParams, QueueBanditParams
+from .parameters import NoParams, QueueThompsonParams, QueueUCBParams
 from .registry import register_policy
 
 
@@ -78,11 +78,11 @@ def _make_oracle(env, contexts, rng, params, true_means):
     return OraclePolicy(env, contexts, rng, params, true_means)
 
 
-@register_policy("q_ucb", "Q-UCB", QueueBanditParams)
+@register_policy("q_ucb", "Q-UCB", QueueUCBParams)
 def _make_q_ucb(env, contexts, rng, params):
     return QueueBanditPolicy(env, contexts, rng, params, sampling=False)
 
 
-@register_policy("q_ths", "Q-ThS", QueueBanditParams)
+@register_policy("q_ths", "Q-ThS", QueueThompsonParams)
 def _make_q_ths(env, contexts, rng, params):
     return QueueBanditPolicy(env, contexts, rng, params, sampling=True)
