@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from conftest import REPO
-from cqb.experiments import (ConfigError, build_plan, format_value, instance_id,
-                             policy_params_schema, validate_config)
+from cqb.config_schema import ConfigError, policy_params_schema, validate_config
+from cqb.experiments import build_plan, format_value, instance_id
 from cqb.policies import get_spec, register_policy, registered_policies
 
 SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())

@@ -55,7 +55,7 @@ INSTANCE_COLUMNS = ("theta_redraws", "theta_max_norm", "accept_rate", "measured_
 def summaries_schema() -> dict:
     """The config schema of ``summaries``, generated from SummarySettings
     (types and defaults), so the dataclass is the one source of both."""
-    from .experiments import parameter_fields
+    from .config_schema import parameter_fields
 
     properties = {}
     for key, (schema, default) in parameter_fields(SummarySettings).items():

@@ -12,7 +12,8 @@ from snakemake.utils import update_config
 
 try:
     from cqb.code_hash import simulation_code_hash
-    from cqb.experiments import ConfigError, build_plan, validate_config, yaml_scalars
+    from cqb.config_schema import ConfigError, validate_config, yaml_scalars
+    from cqb.experiments import build_plan
     from cqb.verdicts import claim_experiments, claim_specs, tuning_setup
 except ImportError as error:  # the package must be installed: pip install -e .
     raise ImportError(f"the workflow needs the cqb package ({error}); run `pip install -e .`")
@@ -40,6 +41,10 @@ def load_datasets_config(path):
     datasets_config = yaml.safe_load(path.read_text()) or {}
     update_config(datasets_config, {k: config[k] for k in datasets_config if k in config})
     config.update(datasets_config)  # validated by workflow/rules/data.smk
+
+
+envvars:
+    "PATH",
 
 
 def put_cqb_on_path():
