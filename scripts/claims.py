@@ -11,7 +11,7 @@ from cqb.claims import HOLDS, FAILS, claims_markdown, evaluate_claims
 from cqb.code_hash import simulation_code_hash
 from cqb.io import atomic_write
 from cqb.results import markdown_table, provenance, provenance_line, results_summary
-from cqb.summaries import instance_statistics, read_runs_table
+from cqb.summaries import instance_statistics, read_curves_table, read_runs_table
 from cqb.tuning import mismatches
 
 
@@ -43,9 +43,7 @@ def main(smk):
                               ignore_index=True)
         write_table(table, smk.output.tsv, smk.params.float_format)
         write_text(smk.output.md, claims_markdown(table))
-        curves = {name: pd.read_csv(path, sep="\t", dtype={"sweep_value": str, "sweep_param": str},
-                                    keep_default_na=False)
-                  for name, path in zip(smk.params.curve_experiments, smk.input.curves)}
+        curves = {name: read_curves_table(path) for name, path in zip(smk.params.curve_experiments, smk.input.curves)}
         text = [provenance_line(record), "",
                 results_summary(curves, smk.params.display_names, smk.params.descriptions)]
         for name, table_runs in runs.items():

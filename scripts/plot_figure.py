@@ -2,13 +2,17 @@
 
 from cqb.aggregate import read_table
 from cqb.plotting import make_figure
+from cqb.summaries import read_curves_table
 
 
 def main(smk):
     with open(smk.log[0], "w") as log:
-        tables = {name: read_table(path) for name, path in zip(smk.params.spec.experiments, smk.input.tables)}
+        experiments = smk.params.spec.experiments
+        tables = {name: read_table(path) for name, path in zip(experiments, smk.input.tables)}
+        summaries = {name: read_curves_table(path) for name, path in zip(experiments, smk.input.curves)}
         table = make_figure(smk.params.spec, tables, pdf=smk.output.pdf, png=smk.output.png,
-                            tsv=smk.output.tsv, float_format=smk.params.float_format)
+                            tsv=smk.output.tsv, float_format=smk.params.float_format,
+                            curve_summaries=summaries)
         print(f"{len(table)} rows -> {smk.output.tsv}, {smk.output.pdf}, {smk.output.png}", file=log)
 
 

@@ -237,3 +237,13 @@ def test_names_of_instances_and_values():
     assert format_value(5.0) == "5" and format_value(0.7) == "0.7" and format_value("a") == "a"
     assert instance_id({"kind": "pool", "pool": "data/processed/mnist/instance.npz", "arrival_rate": 0.15}) \
         == "pool_mnist_lam0.15"
+
+
+def test_figure_centre_and_band_must_go_together():
+    fig = {"panels": [{"experiment": "x"}]}
+    plan, _ = plan_of({"figures": {"f": {**fig, "center": "median", "band": "iqr"}}}, base=one_experiment())
+    assert (plan.figures["f"].center, plan.figures["f"].band) == ("median", "iqr")
+    with pytest.raises(ConfigError, match=r"figures\.f\.band = 'sd'.*median"):
+        plan_of({"figures": {"f": {**fig, "center": "median"}}}, base=one_experiment())
+    with pytest.raises(ConfigError, match=r"figures\.f\.band = 'iqr'.*mean"):
+        plan_of({"figures": {"f": {**fig, "band": "iqr"}}}, base=one_experiment())

@@ -89,3 +89,61 @@ def test_other_bands(tables, tmp_path, band):
     spec = dataclasses.replace(figure_spec(), band=band)
     make_figure(spec, tables, png=tmp_path / "f.png")
     assert (tmp_path / "f.png").stat().st_size > 0
+
+
+def _drawn_lines(figure, panel=0):
+    return {line.get_label(): line for line in figure.axes[panel].get_lines()}
+
+
+def test_median_centre_draws_the_median_with_the_interquartile_band(tables):
+    from matplotlib.collections import PolyCollection
+
+    from cqb.plotting import plot_figure
+
+    spec = dataclasses.replace(figure_spec(), center="median", band="iqr")
+    table = figure_table(spec, tables)
+    figure = plot_figure(spec, table)
+    line = _drawn_lines(figure)["CQB-ε"]
+    rows = table[(table["panel"] == 1) & (table["policy"] == "cqb_eps")]
+    np.testing.assert_allclose(line.get_ydata(), rows["queue_median"])
+    band = [c for c in figure.axes[0].collections if isinstance(c, PolyCollection)][0]
+    vertices = band.get_paths()[0].vertices
+    assert vertices[:, 1].min() == pytest.approx(rows["queue_q25"].min())
+    assert vertices[:, 1].max() == pytest.approx(rows["queue_q75"].max())
+
+
+def test_legends_carry_stall_counts_and_sit_below_the_axes(tables):
+    import pandas as pd
+
+    from cqb.plotting import plot_figure
+
+    spec = figure_spec()
+    summaries = {"base": pd.DataFrame({"policy": ["cqb_eps", "random", "oracle"], "sweep_value": ["", "", ""],
+                                       "n_stalled": [1, 3, 0], "n_runs": [3, 3, 3]})}
+    figure = plot_figure(spec, figure_table(spec, tables), summaries)
+    labels = list(_drawn_lines(figure))
+    assert labels == ["CQB-ε (1/3 stalled)", "Random (3/3 stalled)", "Optimal"]
+    figure.canvas.draw()
+    for axis in figure.axes:
+        legend_box = axis.get_legend().get_window_extent()
+        assert legend_box.y1 <= axis.get_window_extent().y0  # entirely below the plotting area
+
+
+def test_long_curves_are_thinned_in_the_drawing_not_in_the_table(tmp_path):
+    from cqb.plotting import MAX_POINTS, thin
+
+    assert thin(10) == list(range(10))
+    index = thin(5000)
+    assert index[0] == 0 and index[-1] == 4999 and len(index) <= MAX_POINTS + 1
+    # a T = 5000 figure of eight curves stays light
+    rng = np.random.default_rng(0)
+    curves = []
+    for p in ("a", "b", "c", "d", "e", "f", "g", "h"):
+        files = [fabricate_run(tmp_path / p / f"seed{s}.npz", np.cumsum(rng.integers(0, 2, 5000)),
+                               rng.integers(0, 3, 5000), s, p) for s in range(3)]
+        curves.append(Curve(p, files))
+    table = aggregate_curves(curves)
+    spec = FigureSpec("big", "big", (Panel("all", "e", "", tuple(PanelCurve(p, "", p, p) for p in "abcdefgh")),))
+    written = make_figure(spec, {"e": table}, pdf=tmp_path / "big.pdf", tsv=tmp_path / "big.tsv")
+    assert len(written) == 8 * 5000  # the table keeps every round
+    assert (tmp_path / "big.pdf").stat().st_size < 300_000

@@ -116,15 +116,21 @@ class Panel:
     ylim: tuple | None = None
 
 
+# the bands that go with each centre line: ±1 sd or se around a mean, the
+# interquartile range around a median
+BANDS = {"mean": ("sd", "se", "none"), "median": ("iqr", "none")}
+
+
 @dataclass(frozen=True)
 class FigureSpec:
     name: str
     title: str
     panels: tuple[Panel, ...]
-    band: str = "sd"
+    band: str = "sd"  # see BANDS
     panel_width: float = 4.2
     panel_height: float = 3.4
     dpi: int = 150
+    center: str = "mean"  # the line: mean or median over seeds
 
     @property
     def experiments(self) -> list[str]:
@@ -324,8 +330,12 @@ def figure_spec(config: Mapping, curves: dict, figure_name: str) -> FigureSpec:
         ylim = panel.get("ylim")
         panels.append(Panel(panel.get("title", experiment), experiment, sweep_param, tuple(selected),
                             panel["yscale"], tuple(ylim) if ylim else None))
-    return FigureSpec(figure_name, figure.get("title", figure_name), tuple(panels), figure["band"],
-                      figure["panel_width"], figure["panel_height"], figure["dpi"])
+    center, band = figure["center"], figure["band"]
+    if band not in BANDS[center]:
+        config_error(f"figures.{figure_name}.band", band,
+                     f"does not go with center {center} (its bands: {', '.join(BANDS[center])})")
+    return FigureSpec(figure_name, figure.get("title", figure_name), tuple(panels), band,
+                      figure["panel_width"], figure["panel_height"], figure["dpi"], center)
 
 
 def check_rates(config: Mapping, curves: dict) -> str | None:

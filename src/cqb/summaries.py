@@ -199,3 +199,9 @@ def read_runs_table(path) -> pd.DataFrame:
                         keep_default_na=False, na_values={c: ["nan"] for c in ("late_slope",) + INSTANCE_COLUMNS})
     table["stalled"] = table["stalled"].astype(str).str.lower().isin(("true", "1"))
     return table
+
+
+def read_curves_table(path) -> pd.DataFrame:
+    return pd.read_csv(path, sep="\t", dtype={"policy": str, "sweep_param": str, "sweep_value": str,
+                                              "stalled_seeds": str}, keep_default_na=False,
+                       na_values={"tail_regret_mean_converged": ["nan"]})

@@ -11,6 +11,7 @@ for figure_name in config["figures"]:
         localrule: True
         input:
             tables=[AGGREGATE_FILE.format(experiment=e) for e in PLAN.figures[figure_name].experiments],
+            curves=[CURVES_TABLE.format(experiment=e) for e in PLAN.figures[figure_name].experiments],
         output:
             pdf=f"{FIGURES}/{figure_name}.pdf",
             png=report(
