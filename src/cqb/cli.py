@@ -95,6 +95,16 @@ def build_parser() -> argparse.ArgumentParser:
     tables = commands.add_parser("tables", help="Markdown tables of docs/beyond.md from the pipeline's tables")
     tables.add_argument("results", nargs="?", default="results")
     tables.add_argument("figures", nargs="?", default="figures")
+    publish = commands.add_parser(
+        "publish", help="copy the pipeline's claims and results into docs/results/ and the README")
+    publish.add_argument("--source", default="figures", help="the pipeline's figures_dir (default figures)")
+    publish.add_argument("--dest", default="docs/results")
+    publish.add_argument("--readme", default="README.md")
+    timed = commands.add_parser(
+        "time", help="run a command and record its wall time and the machine's load in a timings table")
+    timed.add_argument("--label", required=True, help="what was run, in words")
+    timed.add_argument("--table", default="docs/results/timings.tsv")
+    timed.add_argument("cmd", nargs=argparse.REMAINDER, help="-- the command")
     return parser
 
 
@@ -166,6 +176,22 @@ def main(argv: list[str] | None = None) -> int:
 
         benchmark(args)
         return 0
+    if args.command in ("publish", "time"):
+        from . import results
+
+        try:
+            if args.command == "publish":
+                for path in results.publish(Path(args.source), Path(args.dest), Path(args.readme)):
+                    print(f"wrote {path}")
+                return 0
+            command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+            row = results.time_command(command, args.label, Path(args.table))
+            print(f"{args.label}: {row['wall_seconds']:.0f} s, load {row['load_before']}–{row['load_after']} "
+                  f"-> {args.table}", file=sys.stderr)
+            return row["returncode"]
+        except (OSError, ValueError) as error:
+            print(f"cqb: error: {error}", file=sys.stderr)
+            return 2
     if args.command == "tables":
         from .beyond_tables import main as tables
 

@@ -10,10 +10,14 @@ a test fails when the committed code hash is not the current code's.
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import math
+import os
 import re
+import subprocess
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -98,19 +102,60 @@ def generated_block(text: str, name: str) -> str:
     return text[start:text.index(end, start)].strip("\n")
 
 
+TIMING_COLUMNS = ("date", "label", "command", "wall_seconds", "load_before", "load_after", "cores",
+                  "returncode")
+
+
+def time_command(command: list[str], label: str, table: Path) -> dict:
+    """Run ``command``, then append its wall time and the 1-minute load
+    average before and after to ``table`` (a TSV): a timing is only
+    meaningful with the load it was measured under."""
+    if not command:
+        raise ValueError("no command to time (cqb time --label TEXT -- COMMAND ...)")
+    load_before = round(os.getloadavg()[0], 2)
+    started = time.perf_counter()
+    returncode = subprocess.call(command)
+    row = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+           "label": label, "command": " ".join(command),
+           "wall_seconds": round(time.perf_counter() - started, 1), "load_before": load_before,
+           "load_after": round(os.getloadavg()[0], 2), "cores": os.cpu_count(), "returncode": returncode}
+    table.parent.mkdir(parents=True, exist_ok=True)
+    new = not table.exists()
+    with open(table, "a") as handle:
+        if new:
+            handle.write("\t".join(TIMING_COLUMNS) + "\n")
+        handle.write("\t".join(str(row[c]).replace("\t", " ") for c in TIMING_COLUMNS) + "\n")
+    return row
+
+
+def timings_markdown(table: Path) -> str:
+    rows = pd.read_csv(table, sep="\t")
+    lines = ["| what | wall time | load (1 min) before → after | cores | date |",
+             "| --- | ---: | --- | ---: | --- |"]
+    for row in rows.itertuples():
+        minutes, seconds = divmod(int(round(row.wall_seconds)), 60)
+        failed = "" if row.returncode == 0 else f" (exit {row.returncode})"
+        lines.append(f"| `{row.command}`: {row.label}{failed} | {minutes} min {seconds:02d} s | "
+                     f"{row.load_before} → {row.load_after} | {row.cores} | {row.date} |")
+    return "\n".join(lines)
+
+
 def publish(source: Path, destination: Path, readme: Path) -> list[str]:
     """Copy the generated result files from ``source`` (the pipeline's
-    output folder) into ``destination`` and splice them into ``readme``."""
-    names = ("claims.md", "results.md", "provenance.json")
+    output folder) into ``destination`` and splice them into ``readme``
+    (blocks ``claims``, ``results`` and, when recorded, ``timings``)."""
+    names = ("claims.md", "claims.tsv", "results.md", "provenance.json")
     missing = [n for n in names if not (source / n).exists()]
     if missing:
         raise FileNotFoundError(f"{source} lacks {missing}: run `snakemake --cores 2 claims` first")
     destination.mkdir(parents=True, exist_ok=True)
-    for name in names + ("claims.tsv",):
-        if (source / name).exists():
-            (destination / name).write_bytes((source / name).read_bytes())
+    for name in names:
+        (destination / name).write_bytes((source / name).read_bytes())
     record = json.loads((source / "provenance.json").read_text())
     text = readme.read_text()
     text = splice(text, "claims", provenance_line(record) + "\n\n" + (source / "claims.md").read_text())
+    timings = destination / "timings.tsv"
+    if timings.exists() and BEGIN.format(name="timings") in text:
+        text = splice(text, "timings", timings_markdown(timings))
     readme.write_text(text)
     return [str(destination / n) for n in names]
