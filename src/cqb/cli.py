@@ -54,6 +54,17 @@ def _policy_listing() -> str:
     return "\n".join(lines)
 
 
+def policy_defaults_markdown() -> str:
+    """Every policy's parameters with their defaults, as a Markdown table."""
+    from .policies import policy_parameters, registered_policies
+
+    lines = ["| policy | parameter | default |", "| --- | --- | --- |"]
+    for name in registered_policies():
+        for key, value in policy_parameters(name).items():
+            lines.append(f"| `{name}` | `{key}` | {'null' if value is None else repr(value)} |")
+    return "\n".join(lines)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="cqb",
@@ -65,7 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"cqb {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
-    commands.add_parser("policies", help="list the policies and their parameters")
+    listing = commands.add_parser("policies", help="list the policies and their parameters")
+    listing.add_argument("--markdown", action="store_true", help="a Markdown table of every default")
 
     run = commands.add_parser(
         "run", help="simulate one (instance, policy, seed) and write an .npz run file",
@@ -169,7 +181,7 @@ def run(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "policies":
-        print(_policy_listing())
+        print(policy_defaults_markdown() if args.markdown else _policy_listing())
         return 0
     if args.command == "benchmark":
         from .benchmark import main as benchmark

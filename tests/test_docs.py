@@ -1,0 +1,32 @@
+"""Docs that state package values are generated from the package, or checked against it."""
+
+from conftest import REPO
+from cqb.cli import policy_defaults_markdown
+from cqb.policies import policy_parameters, registered_policies
+from cqb.results import generated_block
+
+
+def test_architecture_lists_the_dataclass_defaults():
+    text = (REPO / "docs" / "architecture.md").read_text()
+    assert generated_block(text, "policy-defaults") == policy_defaults_markdown(), (
+        "regenerate: the block between the policy-defaults markers = `cqb policies --markdown`")
+
+
+def test_defaults_table_has_a_row_per_parameter_with_its_value():
+    table = policy_defaults_markdown()
+    rows = table.splitlines()[2:]
+    expected = [(name, key, value) for name in registered_policies()
+                for key, value in policy_parameters(name).items()]
+    assert len(rows) == len(expected)
+    for row, (name, key, value) in zip(rows, expected):
+        assert row == f"| `{name}` | `{key}` | {'null' if value is None else repr(value)} |"
+
+
+def test_verdicts_page_states_the_summary_settings_the_package_uses():
+    from cqb.summaries import SummarySettings
+
+    text = (REPO / "docs" / "verdicts.md").read_text()
+    settings = SummarySettings()
+    assert f"last {settings.tail_fraction * 100:g} % of rounds" in text
+    assert f"`tail_regret` > {settings.stall_threshold:g} jobs" in text
+    assert f"t ≤ {settings.early_rounds}" in text
