@@ -240,3 +240,35 @@ def test_summary_text_is_generated_from_the_tables():
     figure = plot_rates(summary, slopes, titles, names)
     assert len(figure.axes) == 2
     assert [axis.get_title() for axis in figure.axes] == ["Base instance", "Harder instance"]
+
+
+def test_power_table_reports_seeds_cost_and_the_configured_prediction():
+    from cqb.rates import power_table
+
+    rng = np.random.default_rng(6)
+    rows = []
+    for h, values in noisy_power_law(-0.5, 50, rng).items():
+        rows += [{"experiment": "e", "policy": "cqb_eps", "horizon": h, "tail_regret": v, "stalled": False}
+                 for v in values]
+    rows += [{"experiment": "e", "policy": "cqb_eps", "horizon": 99999, "tail_regret": -0.1, "stalled": False}] * 3
+    table = power_table(pd.DataFrame(rows), 0.15, min_seeds=5, configured={"e": {h: 20 for h in HORIZONS}},
+                        cost=lambda h: 1.0)
+    (row,) = table.to_dict("records")
+    assert row["horizons_left_out"] == "99999"
+    needed = dict(item.split(":") for item in row["seeds_needed"].split())
+    assert row["cpu_seconds_needed"] == sum(int(n) for n in needed.values())  # cost 1 s a run
+    pilot = {h: np.array([r["tail_regret"] for r in rows if r["horizon"] == h]) for h in HORIZONS}
+    assert row["predicted_half_width"] == pytest.approx(predicted_half_width(pilot, {h: 20 for h in HORIZONS}))
+
+
+@pytest.mark.parametrize("low, high, expected", [
+    (-0.70, -0.60, "resolved; faster than the bound's rate"),
+    (-0.45, -0.10, "not resolved; consistent with the bound's rate"),
+    (-0.20, -0.05, "resolved; slower than the bound's rate"),
+])
+def test_verdict_compares_the_interval_with_the_theorem_slope(low, high, expected):
+    from cqb.rates import slope_verdict
+
+    row = {"slope": (low + high) / 2, "ci_low": low, "ci_high": high, "half_width": (high - low) / 2,
+           "reference_slope": -0.25}
+    assert slope_verdict(row) == expected

@@ -322,3 +322,84 @@ def rate_runs(plan, experiments: list[str], run_file: str) -> list[tuple[str, st
     """(experiment, label, T, seed, run file) of every run Figure 5 reads, in config order."""
     return [(name, curve.label, curve.horizon, seed, path) for name in experiments
             for curve in plan.curves[name] for seed, path in zip(curve.seeds, plan.run_files(curve, run_file))]
+
+
+# ---------------------------------------------------------------- the power analysis as a table
+
+
+def run_cost(horizon: int, startup: float = 0.9, per_thousand_rounds: float = 0.075) -> float:
+    """Seconds of one job (start-up and scheduling, then the rounds); the defaults
+    were measured on the base instance (docs/beyond.md)."""
+    return startup + per_thousand_rounds * horizon / 1000
+
+
+def power_table(runs, target_half_width: float = 0.15, min_seeds: int = 10,
+                configured: Mapping[str, Mapping[int, int]] | None = None, cost=run_cost):
+    """Per (experiment, policy), from a pilot's per-run table (columns experiment,
+    policy, horizon, tail_regret, stalled): the seeds per T that reach the
+    target half-width at least cost, their CPU time, and the half-width the
+    ``configured`` seeds (experiment → T → seeds) are predicted to give.
+    Horizons whose pilot mean is not positive are left out (and listed)."""
+    import pandas as pd
+
+    rows = []
+    for (experiment, policy), own in runs.groupby(["experiment", "policy"], sort=False):
+        pilot, left_out = {}, []
+        for horizon, group in own.groupby("horizon"):
+            values = group.loc[~group["stalled"].astype(bool), "tail_regret"].to_numpy(float)
+            if values.size > 2 and values.mean() > 0:
+                pilot[int(horizon)] = values
+            else:
+                left_out.append(int(horizon))
+        row = {"experiment": experiment, "policy": policy, "pilot_runs": len(own),
+               "horizons_left_out": " ".join(map(str, left_out)) or "-"}
+        if len(pilot) >= 2:
+            seeds = seeds_for_slope_width(pilot, target_half_width, cost=cost, min_seeds=min_seeds)
+            row.update({"relative_variance": " ".join(f"{h}:{relative_variance(v):.2f}" for h, v in pilot.items()),
+                        "seeds_needed": " ".join(f"{h}:{n}" for h, n in seeds.items()),
+                        "cpu_seconds_needed": sum(n * cost(h) for h, n in seeds.items())})
+            if configured and experiment in configured:
+                chosen = {h: configured[experiment][h] for h in pilot}
+                row.update({"seeds_configured": " ".join(f"{h}:{n}" for h, n in chosen.items()),
+                            "cpu_seconds_configured": sum(n * cost(h) for h, n in chosen.items()),
+                            "predicted_half_width": predicted_half_width(pilot, chosen)})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def configured_seeds(config: Mapping, experiments: Iterable[str]) -> dict[str, dict[int, int]]:
+    """experiment → T → seeds, as the config sets them."""
+    result = {}
+    for name in experiments:
+        spec = config["experiments"][name]
+        by_horizon = {int(k): v for k, v in spec.get("seeds_by_horizon", {}).items()}
+        result[name] = {int(h): by_horizon.get(int(h), spec["seeds"]) for h in spec["sweep"]["horizon"]}
+    return result
+
+
+def main(argv=None) -> int:
+    """python -m cqb.rates PILOT_RUNS_TSV [CONFIG_YAML]: the power analysis table."""
+    import sys
+
+    import pandas as pd
+    import yaml
+
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv:
+        print("usage: python -m cqb.rates PILOT_RUNS_TSV [CONFIG_YAML]", file=sys.stderr)
+        return 2
+    runs = pd.read_csv(argv[0], sep="\t", dtype={"experiment": str, "policy": str})
+    runs["stalled"] = runs["stalled"].astype(str).str.lower().isin(("true", "1"))
+    configured = None
+    if len(argv) > 1:
+        config = yaml.safe_load(open(argv[1]))
+        configured = configured_seeds(config, [e for e in dict.fromkeys(runs["experiment"])
+                                               if e in config["experiments"]])
+    table = power_table(runs, configured=configured)
+    with pd.option_context("display.width", 250, "display.max_colwidth", 80):
+        print(table.to_string(index=False))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
