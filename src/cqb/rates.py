@@ -56,6 +56,8 @@ def reference_slope(policy: str, horizons) -> float:
     curve = reference_curve(policy, horizons)
     if curve is None:
         return math.nan
+    if len(curve) < 2:  # one horizon: the local slope
+        return float(REFERENCE_RATES[policy][1](float(np.asarray(horizons)[0])))
     return float(np.polyfit(np.log(np.asarray(horizons, float)), np.log(curve), 1)[0])
 
 

@@ -35,7 +35,7 @@ def plot_rates(summary, slopes, panel_titles: Mapping[str, str], display_names: 
         horizons = np.array(sorted(rows_e["horizon"].unique()), dtype=float)
         policies = list(dict.fromkeys(rows_e["policy"]))
         offsets = np.linspace(-0.04, 0.04, len(policies)) if len(policies) > 1 else [0.0]
-        notes = []
+        notes, fitted = [], []
         for policy, offset in zip(policies, offsets):
             rows = rows_e[rows_e["policy"] == policy].sort_values("horizon")
             fit = slopes[(slopes["experiment"] == experiment) & (slopes["policy"] == policy)].iloc[0]
@@ -56,6 +56,9 @@ def plot_rates(summary, slopes, panel_titles: Mapping[str, str], display_names: 
                                   xytext=(4, 4), fontsize=6, color=colour)
             if not shown.all():
                 notes.append(f"{label}: estimate ≤ 0 at T = {', '.join(str(int(h)) for h in x[~shown])}")
+            fitted.append(f"{label}: {_fmt(fit['slope'])} [{_fmt(fit['ci_low'])}, {_fmt(fit['ci_high'])}]"
+                          f" (theorem {_fmt(fit['reference_slope'])})" if math.isfinite(fit["slope"])
+                          else f"{label}: no slope (< 2 positive estimates)")
             if math.isfinite(fit["slope"]):
                 used = np.array([float(h) for h in str(fit["horizons_used"]).split()])
                 centre = np.log(used).mean()
@@ -74,8 +77,11 @@ def plot_rates(summary, slopes, panel_titles: Mapping[str, str], display_names: 
         axis.set_ylabel("tail regret: mean of Q(t) − Q*(t), last 10 % of rounds")
         axis.set_title(panel_titles[experiment], fontsize=10)
         axis.grid(True, which="major", alpha=0.3)
-        if notes:
-            axis.text(0.02, 0.02, "\n".join(notes), transform=axis.transAxes, fontsize=7, va="bottom")
+        positive = rows_e.loc[rows_e["estimate"] > 0, "estimate"]
+        if len(positive):  # bars reaching below zero run off the bottom
+            axis.set_ylim(bottom=float(positive.min()) / 5)
+        axis.text(0.02, 0.02, "\n".join(["slope [95 % interval]:"] + fitted + notes), transform=axis.transAxes,
+                  fontsize=7, va="bottom", bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none"})
     from matplotlib.lines import Line2D
 
     entries = [(handle, label) for handle, label in handles.values()]
@@ -101,8 +107,8 @@ def rates_summary_markdown(summary, slopes, panel_titles: Mapping[str, str],
         rows = summary[summary["experiment"] == experiment]
         horizons = sorted(rows["horizon"].unique())
         seeds = rows.groupby("horizon")["n_runs"].max()
-        lines.append(f"*{panel_title}* (T = {horizons[0]}–{horizons[-1]}, "
-                     f"{int(seeds.min())}–{int(seeds.max())} seeds per T):")
+        counts = (f"{int(seeds.min())}" if seeds.min() == seeds.max() else f"{int(seeds.min())}–{int(seeds.max())}")
+        lines.append(f"*{panel_title}* (T = {horizons[0]}–{horizons[-1]}, {counts} seeds per T):")
         for _, fit in own.iterrows():
             name = display_names.get(fit["policy"], fit["policy"])
             stalled = int(fit["n_stalled"])
@@ -127,7 +133,7 @@ def rates_summary_markdown(summary, slopes, panel_titles: Mapping[str, str],
     unresolved = slopes[~slopes["verdict"].str.startswith("resolved")]
 
     def names(table):
-        return ", ".join(f"{display_names.get(p, p)} ({panel_titles.get(e, e)})"
+        return ", ".join(f"{display_names.get(p, p)} ({panel_titles.get(e, e).split(' (')[0]})"
                          for e, p in zip(table["experiment"], table["policy"])) or "none"
 
     lines.append(f"Resolved: {names(resolved)}. Not resolved: {names(unresolved)}.")
