@@ -71,9 +71,10 @@ def test_dry_run_of_full_config_builds_every_figure(tmp_path):
     # fig2 + fig3: 8×10 base + 2×2×10 (ϵ = 0.05, 0.15) + 2×2×3×10 (K ≠ 5, d ≠ 5) = 240;
     # fig6: CQB-Opt and CQB-ε × 4×10 (c_β ≠ 0.03; the oracle and c_β = 0.03 are the base runs);
     # fig5: 3 policies × (40 + 20 + 10 + 10 + 20) base − the 2×10 base runs at T = 5000,
-    # and 3 × (30 + 10 + 10 + 10 + 20) at K = 9; fig4: 3×8×10
+    # and 3 × (30 + 10 + 10 + 10 + 20) at K = 9; fig4: 3×8×10; tuning 7×5×30 and the
+    # stall check 5×200 (as in tests/test_experiments.py)
     assert "rule fig5:" in output and "rule regret_rates:" in output
-    assert n_simulate == 240 + 80 + (3 * 100 - 20) + 3 * 80 + 240
+    assert n_simulate == 240 + 80 + (3 * 100 - 20) + 3 * 80 + 240 + 7 * 5 * 30 + 5 * 200
 
 
 def test_smoke_run_builds_figures_and_tables(smoke_run):
@@ -245,7 +246,7 @@ def test_horizon_sweep_expands_to_one_run_set_per_horizon(workflow_copy):
     process = snakemake(workflow_copy, "-n", "regret_rates", "--configfile", "config/smoke.yaml",
                         "config/sweep.yaml")
     outputs = [line.split("output: ", 1)[1] for line in process.stdout.splitlines() if "output: " in line]
-    runs = [o for o in outputs if "/runs/" in o]
+    runs = [o for o in outputs if "/runs/synth_K5_" in o]  # (not the K = 9 panel's runs)
     counts = {h: sum(f"/T{h}/cqb_opt/" in o for o in runs) for h in (250, 500, 750)}
     assert counts == {250: 4, 500: 2, 750: 4}, counts
     assert len(runs) == 10
