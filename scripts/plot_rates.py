@@ -1,25 +1,35 @@
-"""Snakemake script of rule `fig5`: the regret-rate figure and its data table
-(the per-(policy, T) summary with each policy's fitted slope beside it)."""
+"""Snakemake script of rule `fig5`: the regret-rate figure (one panel per
+experiment), its data table, the slope table and the rendered summary."""
 
 import pandas as pd
 
 from cqb.aggregate import write_table
+from cqb.io import atomic_write
 from cqb.plotting import POLICY_COLOURS, save_figure
 from cqb.policies import DISPLAY_NAMES
-from cqb.rates import plot_rates, rates_figure_table
+from cqb.rates import rates_figure_table
+from cqb.rates_plot import plot_rates, rates_summary_markdown
+
+
+def read(path):
+    return pd.read_csv(path, sep="\t", dtype={"policy": str, "experiment": str, "horizons_used": str,
+                                              "horizons_dropped": str}, keep_default_na=False,
+                       na_values=["nan"])
 
 
 def main(smk):
     with open(smk.log[0], "w") as log:
-        summary = pd.read_csv(smk.input.summary, sep="\t", dtype={"policy": str})
-        slopes = pd.read_csv(smk.input.slopes, sep="\t", dtype={"policy": str},
-                             keep_default_na=False, na_values={"slope": ["nan"], "ci_low": ["nan"],
-                                                               "ci_high": ["nan"]})
+        summary, slopes = read(smk.input.summary), read(smk.input.slopes)
+        titles = dict(smk.params.panel_titles)
         table = rates_figure_table(summary, slopes)
         write_table(table, smk.output.tsv, smk.params.float_format)
-        figure = plot_rates(summary, slopes, DISPLAY_NAMES, POLICY_COLOURS, title=smk.params.title)
+        write_table(slopes, smk.output.slopes, smk.params.float_format)
+        with atomic_write(smk.output.text, suffix=".tmp") as temporary:
+            with open(temporary, "w") as handle:
+                handle.write(rates_summary_markdown(summary, slopes, titles, DISPLAY_NAMES))
+        figure = plot_rates(summary, slopes, titles, DISPLAY_NAMES, POLICY_COLOURS, title=smk.params.title)
         save_figure(figure, smk.output.pdf, smk.output.png, smk.params.dpi)
-        print(f"{len(table)} rows -> {smk.output.tsv}, {smk.output.pdf}, {smk.output.png}", file=log)
+        print(f"{len(table)} rows -> {smk.output.tsv}, {smk.output.slopes}, {smk.output.text}", file=log)
 
 
 main(snakemake)  # noqa: F821 (injected by Snakemake)

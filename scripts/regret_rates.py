@@ -1,29 +1,31 @@
-"""Snakemake script of rule `regret_rates`: per (policy, T) final regret over
-seeds with a 95% interval, and per policy the log–log slope of R_T on T."""
+"""Snakemake script of rule `regret_rates`: per-run summaries (cqb.summaries),
+per (experiment, policy, T) the converged mean tail regret with its interval
+and stall count, and per (experiment, policy) the log–log slope."""
 
 import numpy as np
+import pandas as pd
 
 from cqb.aggregate import write_table
-from cqb.rates import final_regret_rows, rate_tables
+from cqb.rates import rate_run_rows, rate_tables
+from cqb.summaries import SummarySettings
 
 
-def final_rounds(runs, files):
-    """(label, T, seed, run) with only the two queue arrays read from each file."""
-    for (label, horizon, seed), path in zip(runs, files):
+def queues(runs, files):
+    """(experiment, label, T, seed, Q, Q*) with only the two queue arrays read."""
+    for (experiment, label, horizon, seed), path in zip(runs, files):
         with np.load(path) as run:
-            queue, oracle = run["queue"], run["oracle_queue"]
-        if queue.shape[0] != int(horizon):
-            raise ValueError(f"{path}: {queue.shape[0]} rounds, expected T = {horizon}")
-        yield label, horizon, seed, {"queue": queue[-1:], "oracle_queue": oracle[-1:]}
+            yield experiment, label, horizon, seed, run["queue"], run["oracle_queue"]
 
 
 def main(smk):
     with open(smk.log[0], "w") as log:
-        rows = final_regret_rows(final_rounds(smk.params.runs, smk.input))
-        summary, slopes = rate_tables(rows, bootstrap=smk.params.bootstrap)
+        settings = SummarySettings(**smk.params.summaries)
+        runs = pd.DataFrame(rate_run_rows(queues(smk.params.runs, smk.input), settings))
+        summary, slopes = rate_tables(runs, bootstrap=smk.params.bootstrap)
+        write_table(runs, smk.output.runs, smk.params.float_format)
         write_table(summary, smk.output.summary, smk.params.float_format)
         write_table(slopes, smk.output.slopes, smk.params.float_format)
-        print(f"{len(rows)} runs -> {smk.output.summary} ({len(summary)} rows), "
+        print(f"{len(runs)} runs -> {smk.output.summary} ({len(summary)} rows), "
               f"{smk.output.slopes} ({len(slopes)} rows)", file=log)
         print(slopes.to_string(index=False), file=log)
 

@@ -71,10 +71,11 @@ def test_dry_run_of_full_config_builds_every_figure(tmp_path):
     n_simulate = int(next(line.split()[1] for line in output.splitlines() if line.startswith("simulate ")))
     # fig2 + fig3: 8×10 base + 2×2×10 (ϵ = 0.05, 0.15) + 2×2×3×10 (K ≠ 5, d ≠ 5) = 240;
     # fig6: CQB-Opt and CQB-ε × 4×10 (c_β ≠ 0.03; the oracle and c_β = 0.03 are the base runs);
-    # fig5: 3 policies × (5 horizons × 30 + 20 at T = 50000) − the 2×10 base runs at T = 5000;
-    # fig4: 3×8×10
+    # fig5: 3 policies × (40 + 20 + 10 + 10 + 20) base − the 2×10 base runs at T = 5000,
+    # and 3 × (30 + 10 + 10 + 10 + 20) at K = 9; fig4: 3×8×10; tuning 7×5×30 and the
+    # stall check 5×200 (as in tests/test_experiments.py)
     assert "rule fig5:" in output and "rule regret_rates:" in output
-    assert n_simulate == 240 + 80 + (3 * (5 * 30 + 20) - 20) + 240
+    assert n_simulate == 240 + 80 + (3 * 100 - 20) + 3 * 80 + 240 + 7 * 5 * 30 + 5 * 200
 
 
 @pytest.mark.skipif(not CAN_RUN_FIG4, reason="the claims need the real-data experiments (mirror, torchvision)")
@@ -153,23 +154,30 @@ def test_smoke_run_builds_fig5_rate_tables(smoke_run):
                   ["seeds_by_horizon"].items()}
     aggregate = workdir / SMOKE_RESULTS / "aggregate"
     summary = read_table(aggregate / "regret_rates.tsv")
+    summary = summary[summary["experiment"] == config["rates"]["experiment"]]  # the base panel
     assert len(summary) == len(policies) * len(horizons)
     assert list(summary["policy"].unique()) == policies
     for policy in policies:
         assert sorted(summary[summary["policy"] == policy]["horizon"]) == sorted(horizons)
     for _, row in summary.iterrows():  # seeds per horizon as configured
         expected = by_horizon.get(row["horizon"], smoke["experiments"][config["rates"]["experiment"]]["seeds"])
-        assert row["n_seeds"] == expected
+        assert row["n_runs"] == expected
     summary = summary.dropna(subset=["ci_low"])
-    assert (summary["ci_low"] <= summary["mean"] + 1e-6).all()
-    assert (summary["mean"] <= summary["ci_high"] + 1e-6).all()
-    np.testing.assert_allclose(summary["mean"], summary["mean_queue"] - summary["mean_oracle"], atol=2e-6)
+    assert (summary["ci_low"] <= summary["estimate"] + 1e-6).all()
+    assert (summary["estimate"] <= summary["ci_high"] + 1e-6).all()
+    np.testing.assert_allclose(summary["final_regret_mean"],
+                               summary["final_queue_mean"] - summary["final_oracle_mean"], atol=2e-6)
     slopes = read_table(aggregate / "regret_slopes.tsv")
+    assert set(slopes["experiment"]) == {config["rates"]["experiment"], *config["rates"]["extra_experiments"]}
+    slopes = slopes[slopes["experiment"] == config["rates"]["experiment"]]
     assert list(slopes["policy"]) == policies
     assert {"slope", "ci_low", "ci_high", "horizons_used", "horizons_dropped"} <= set(slopes.columns)
     fig5 = read_table(workdir / SMOKE_RESULTS / "figures" / "fig5.tsv")
-    assert len(fig5) == len(policies) * len(horizons)
+    assert len(fig5[fig5["experiment"] == config["rates"]["experiment"]]) == len(policies) * len(horizons)
     assert {"slope", "slope_ci_low", "slope_ci_high", "in_fit"} <= set(fig5.columns)
+    figures = workdir / SMOKE_RESULTS / "figures"
+    assert len(read_table(figures / "fig5_slopes.tsv")) == len(read_table(aggregate / "regret_slopes.tsv"))
+    assert "Figure 5" in (figures / "fig5_summary.md").read_text()
     # one run file per (policy, T, seed), keyed by T
     runs = workdir / SMOKE_RESULTS / "runs"
     for horizon in horizons:
@@ -265,7 +273,7 @@ def test_horizon_sweep_expands_to_one_run_set_per_horizon(workflow_copy):
     process = snakemake(workflow_copy, "-n", "regret_rates", "--configfile", "config/smoke.yaml",
                         "config/sweep.yaml")
     outputs = [line.split("output: ", 1)[1] for line in process.stdout.splitlines() if "output: " in line]
-    runs = [o for o in outputs if "/runs/" in o]
+    runs = [o for o in outputs if "/runs/synth_K5_" in o]  # (not the K = 9 panel's runs)
     counts = {h: sum(f"/T{h}/cqb_opt/" in o for o in runs) for h in (250, 500, 750)}
     assert counts == {250: 4, 500: 2, 750: 4}, counts
     assert len(runs) == 10

@@ -1,25 +1,30 @@
-# Figure 5 (beyond the paper): empirical queue-length regret rates.
-# R_T = E[Q(T) − Q*(T)] against T, one run per (policy, T, seed) from the
-# horizon-swept experiment `rates.experiment`. The rule `regret_rates` reads
-# only the last round of each run file (not the per-round tidy table, which
-# would be huge at T = 50000); `fig5` reads only its two tables.
+# Figure 5 (beyond the paper): empirical queue-length regret rates, one panel
+# per horizon-swept experiment (`rates.experiment`, then `rates.extra_experiments`).
+# `regret_rates` summarises each run with cqb.summaries (tail regret, stalled)
+# straight from the run files (the per-round tidy table would be huge at
+# T = 50000) and fits the slopes; `fig5` reads only its tables.
 
+from cqb.rates import rate_experiments, rate_runs
 
-RATES_RUNS = PLAN.rates_runs(RUN_FILE)  # (label, T, seed, run file)
+RATES_EXPERIMENTS = rate_experiments(config, PLAN)
+RATES_RUNS = rate_runs(PLAN, RATES_EXPERIMENTS, RUN_FILE)  # (experiment, label, T, seed, run file)
 RATES_TABLE = f"{RESULTS}/aggregate/regret_rates.tsv"
 SLOPES_TABLE = f"{RESULTS}/aggregate/regret_slopes.tsv"
+RATE_RUNS_TABLE = f"{RESULTS}/aggregate/regret_rates.runs.tsv"
 
 
 rule regret_rates:
     localrule: True
     input:
-        [run[3] for run in RATES_RUNS],
+        [run[4] for run in RATES_RUNS],
     output:
         summary=RATES_TABLE,
         slopes=SLOPES_TABLE,
+        runs=RATE_RUNS_TABLE,
     params:
-        runs=[list(run[:3]) for run in RATES_RUNS],
+        runs=[list(run[:4]) for run in RATES_RUNS],
         bootstrap=config["rates"]["bootstrap"],
+        summaries=config["summaries"],
         float_format=config["aggregate"]["float_format"],
     log:
         f"{LOGS}/aggregate/regret_rates.log",
@@ -39,7 +44,10 @@ rule fig5:
         png=report(f"{FIGURES}/fig5.png", caption="../report/fig5.rst", category="Figures",
                    labels={"figure": "fig5"}),
         tsv=f"{FIGURES}/fig5.tsv",
+        slopes=f"{FIGURES}/fig5_slopes.tsv",
+        text=f"{FIGURES}/fig5_summary.md",
     params:
+        panel_titles={name: config["experiments"][name].get("description", name) for name in RATES_EXPERIMENTS},
         title=config["rates"]["title"],
         dpi=config["rates"]["dpi"],
         float_format=config["aggregate"]["float_format"],
