@@ -46,6 +46,12 @@ def test_publish_copies_the_files_and_splices_the_readme(tmp_path):
     assert (tmp_path / "docs" / "results.md").read_text() == "numbers\n"
     block = generated_block(readme.read_text(), "claims")
     assert "code `c`" in block and block.endswith("| claim |")
+    # Figure 5's generated summary goes into its own block when the README has one
+    (source / "fig5_summary.md").write_text("slopes\n")
+    readme.write_text(readme.read_text() + f"{BEGIN.format(name='rates')}\n{END.format(name='rates')}\n")
+    publish(source, tmp_path / "docs", readme)
+    assert generated_block(readme.read_text(), "rates").endswith("slopes")
+    assert (tmp_path / "docs" / "fig5_summary.md").exists()
     (source / "results.md").unlink()
     with pytest.raises(FileNotFoundError, match="results.md"):
         publish(source, tmp_path / "docs", readme)

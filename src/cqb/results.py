@@ -157,5 +157,13 @@ def publish(source: Path, destination: Path, readme: Path) -> list[str]:
     timings = destination / "timings.tsv"
     if timings.exists() and BEGIN.format(name="timings") in text:
         text = splice(text, "timings", timings_markdown(timings))
+    written = [str(destination / n) for n in names]
+    # Figure 5's generated summary, when the pipeline drew Figure 5
+    for name in ("fig5_summary.md", "fig5_slopes.tsv"):
+        if (source / name).exists():
+            (destination / name).write_bytes((source / name).read_bytes())
+            written.append(str(destination / name))
+    if (source / "fig5_summary.md").exists() and BEGIN.format(name="rates") in text:
+        text = splice(text, "rates", provenance_line(record) + "\n\n" + (source / "fig5_summary.md").read_text())
     readme.write_text(text)
-    return [str(destination / n) for n in names]
+    return written
