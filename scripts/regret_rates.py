@@ -2,19 +2,24 @@
 per (experiment, policy, T) the converged mean tail regret with its interval
 and stall count, and per (experiment, policy) the log–log slope."""
 
+import json
+
 import numpy as np
 import pandas as pd
 
 from cqb.aggregate import write_table
 from cqb.rates import rate_run_rows, rate_tables
-from cqb.summaries import SummarySettings
+from cqb.summaries import SummarySettings, final_phase_start
 
 
 def queues(runs, files):
-    """(experiment, label, T, seed, Q, Q*) with only the two queue arrays read."""
+    """(experiment, label, T, seed, Q, Q*, final-phase start) with only the two
+    queue arrays and the metadata read."""
     for (experiment, label, horizon, seed), path in zip(runs, files):
         with np.load(path) as run:
-            yield experiment, label, horizon, seed, run["queue"], run["oracle_queue"]
+            metadata = json.loads(str(run["metadata"]))
+            yield (experiment, label, horizon, seed, run["queue"], run["oracle_queue"],
+                   final_phase_start(metadata))
 
 
 def main(smk):

@@ -217,3 +217,19 @@ def test_converges_is_checked_at_every_sweep_value():
     assert row["verdict"] == FAILS and "dim = 3" in row["detail"] and "dim = 5" in row["detail"]
     only_five = ClaimSpec("d", "converges", "converges", "e", ("cqb_opt",), threshold=1.0, sweep_values=("5",))
     assert verdict(only_five, runs)["verdict"] == HOLDS
+
+
+def test_tail_window_stays_inside_the_final_phase():
+    from cqb.summaries import final_phase_start, tail_length
+
+    assert tail_length(1000, 0.1) == 100
+    assert tail_length(1000, 0.1, final_phase_start=950) == 50  # only rounds after the cutoff
+    assert tail_length(1000, 0.1, final_phase_start=500) == 100  # the cutoff is further back
+    assert tail_length(1000, 0.1, final_phase_start=1000) == 100  # no final phase inside the run
+    queue = np.concatenate([np.full(950, 9), np.full(50, 1)])
+    settings = SummarySettings(tail_fraction=0.1, stall_threshold=5.0)
+    assert run_summary(queue, np.zeros(1000, int), settings)["tail_regret"] == pytest.approx(0.5 * 9 + 0.5)
+    assert run_summary(queue, np.zeros(1000, int), settings, final_phase_start=950)["tail_regret"] == 1.0
+    assert final_phase_start({"policy_params": {"cutoff": 4148, "tau": 444}}) == 4148
+    assert final_phase_start({"policy_params": {"tau": 444}}) is None
+    assert final_phase_start({}) is None

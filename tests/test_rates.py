@@ -48,7 +48,7 @@ def test_tail_regret_of_a_run_is_the_mean_of_the_last_tenth():
     queue = oracle.copy()
     queue[-20:] += np.arange(20) % 3  # last 10 %: 0, 1, 2, 0, …
     queue[:100] += 50  # early excess must not enter the tail regret
-    (row,) = rate_run_rows([("exp", "cqb_eps", horizon, 7, queue, oracle)])
+    (row,) = rate_run_rows([("exp", "cqb_eps", horizon, 7, queue, oracle, None)])
     assert row["tail_regret"] == pytest.approx((np.arange(20) % 3).mean())
     assert row["final_regret"] == int(queue[-1] - oracle[-1])
     assert row["experiment"] == "exp" and row["seed"] == 7 and not row["stalled"]
@@ -56,13 +56,13 @@ def test_tail_regret_of_a_run_is_the_mean_of_the_last_tenth():
 
 def test_a_run_of_the_wrong_length_is_refused():
     with pytest.raises(ValueError, match="expected T = 300"):
-        rate_run_rows([("exp", "cqb_eps", 300, 0, np.zeros(200, int), np.zeros(200, int))])
+        rate_run_rows([("exp", "cqb_eps", 300, 0, np.zeros(200, int), np.zeros(200, int), None)])
 
 
 def test_stall_flag_follows_the_summary_threshold():
     queue, oracle = np.full(100, 10), np.full(100, 4)  # tail regret 6
-    (loose,) = rate_run_rows([("e", "p", 100, 0, queue, oracle)], SummarySettings(stall_threshold=10))
-    (strict,) = rate_run_rows([("e", "p", 100, 0, queue, oracle)], SummarySettings(stall_threshold=5))
+    (loose,) = rate_run_rows([("e", "p", 100, 0, queue, oracle, None)], SummarySettings(stall_threshold=10))
+    (strict,) = rate_run_rows([("e", "p", 100, 0, queue, oracle, None)], SummarySettings(stall_threshold=5))
     assert not loose["stalled"] and strict["stalled"]
 
 

@@ -67,10 +67,11 @@ def reference_slope(policy: str, horizons) -> float:
 def rate_run_rows(runs: Iterable, settings: SummarySettings = SummarySettings()) -> list[dict]:
     """One row per run from :func:`cqb.summaries.run_summary`.
 
-    ``runs`` yields (experiment, policy label, T, seed, queue, oracle queue)."""
+    ``runs`` yields (experiment, policy label, T, seed, queue, oracle queue,
+    start of the policy's final phase or None)."""
     rows = []
-    for experiment, policy, horizon, seed, queue, oracle in runs:
-        summary = run_summary(queue, oracle, settings)
+    for experiment, policy, horizon, seed, queue, oracle, final_phase in runs:
+        summary = run_summary(queue, oracle, settings, final_phase)
         if summary["horizon"] != int(horizon):
             raise ValueError(f"{experiment}/{policy}/T{horizon}/seed{seed}: {summary['horizon']} rounds, "
                              f"expected T = {horizon}")

@@ -68,8 +68,15 @@ RUN_COLUMNS = ("policy", "sweep_param", "sweep_value", "seed", "horizon", "final
                "peak_round", "peak_queue", "late_slope", "stalled") + INSTANCE_COLUMNS + ("code_hash",)
 
 
-def tail_length(horizon: int, tail_fraction: float) -> int:
-    return max(1, int(math.ceil(tail_fraction * horizon)))
+def tail_length(horizon: int, tail_fraction: float, final_phase_start: int | None = None) -> int:
+    """Rounds of the tail window: the last ``tail_fraction`` of the run, but
+    never reaching back before a policy's final phase. A policy that changes
+    its behaviour at a cutoff t_c (CQB-η-2: pure UCB after t_c) is judged at
+    T on rounds t_c < t ≤ T only, else its tail mixes in the earlier phase."""
+    length = max(1, int(math.ceil(tail_fraction * horizon)))
+    if final_phase_start is not None and 0 <= final_phase_start < horizon:
+        length = min(length, horizon - int(final_phase_start))
+    return length
 
 
 def late_slope(queue: np.ndarray) -> float:
@@ -82,15 +89,17 @@ def late_slope(queue: np.ndarray) -> float:
     return float((t * (half - half.mean())).sum() / (t * t).sum())
 
 
-def run_summary(queue: np.ndarray, oracle: np.ndarray, settings: SummarySettings) -> dict:
-    """The summary numbers of one run from its Q(t) and Q*(t), t = 1..T."""
+def run_summary(queue: np.ndarray, oracle: np.ndarray, settings: SummarySettings,
+                final_phase_start: int | None = None) -> dict:
+    """The summary numbers of one run from its Q(t) and Q*(t), t = 1..T
+    (``final_phase_start``: see :func:`tail_length`)."""
     queue = np.asarray(queue, dtype=np.int64)
     oracle = np.asarray(oracle, dtype=np.int64)
     if queue.shape != oracle.shape or queue.ndim != 1 or queue.shape[0] == 0:
         raise ValueError(f"queue and oracle must be equal-length 1-d arrays, got {queue.shape} and {oracle.shape}")
     horizon = queue.shape[0]
     regret = (queue - oracle).astype(np.float64)
-    tail = float(regret[-tail_length(horizon, settings.tail_fraction):].mean())
+    tail = float(regret[-tail_length(horizon, settings.tail_fraction, final_phase_start):].mean())
     return {
         "horizon": horizon,
         "final_queue": int(queue[-1]),
@@ -118,10 +127,17 @@ def summarise_curves(curves: Sequence[Curve], settings: SummarySettings = Summar
             instance = meta.get("instance") or {}
             rows.append({"policy": curve.policy, "sweep_param": curve.sweep_param,
                          "sweep_value": curve.sweep_value, "seed": int(seed),
-                         **run_summary(queue, oracle, settings),
+                         **run_summary(queue, oracle, settings, final_phase_start(meta)),
                          **{key: _number(instance.get(key)) for key in INSTANCE_COLUMNS},
                          "code_hash": meta.get("code_hash", "")})
     return pd.DataFrame(rows, columns=list(RUN_COLUMNS))
+
+
+def final_phase_start(metadata: dict) -> int | None:
+    """The round after which a run's policy is in its final phase (its
+    resolved ``cutoff``), if it has one."""
+    cutoff = (metadata.get("policy_params") or {}).get("cutoff")
+    return None if cutoff is None else int(cutoff)
 
 
 def _number(value):
