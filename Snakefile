@@ -56,6 +56,7 @@ include: "workflow/rules/simulate.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/verdicts.smk"
+include: "workflow/rules/fig7.smk"
 
 
 if PLAN.rates_experiment:
