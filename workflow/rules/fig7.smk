@@ -5,17 +5,13 @@
 
 
 
-def sensitivity_cells():
-    """Figure 7's cells (cqb.sensitivity.grid_cells); a cell without its claim stops here, named."""
-    from cqb.sensitivity import grid_cells
+from cqb.sensitivity import grid_cells
 
-    try:
-        return grid_cells(config, PLAN, CLAIM_SPECS)
-    except ConfigError as error:
-        sys.exit(f"config error: {error}")
-
-
-FIG7_CELLS = sensitivity_cells()
+# the cells of the grid; a cell without its claim stops here, named
+try:
+    FIG7_CELLS = grid_cells(config, PLAN, CLAIM_SPECS)
+except ConfigError as error:
+    sys.exit(f"config error: {error}")
 
 
 rule fig7:
