@@ -50,12 +50,14 @@ rule all:
         [figure_outputs(name) for name in config["figures"]],
         figure_outputs("fig5") if PLAN.rates_experiment else [],
         f"{FIGURES}/claims.md",
+        f"{FIGURES}/fig7.md",
 
 
 include: "workflow/rules/simulate.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/verdicts.smk"
+include: "workflow/rules/fig7.smk"
 
 
 if PLAN.rates_experiment:

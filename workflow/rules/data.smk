@@ -133,3 +133,55 @@ rule build_instance:
         "../envs/data.yaml"
     script:
         "../../scripts/build_instance.py"
+
+
+rule preprocess_variant:
+    input:
+        lambda wildcards: data_raw_paths(wildcards.dataset),
+    output:
+        features=f"{DATA_VARIANTS}/{{dataset}}-{{variant}}/features.npz",
+    params:
+        dataset=lambda wildcards: wildcards.dataset,
+        options=lambda wildcards: data_variant_options(wildcards.dataset, wildcards.variant),
+    wildcard_constraints:
+        dataset=data_alternatives(DATA_TABULAR),
+        variant=data_alternatives(DATA_VARIANT_CONFIG) or "^$",
+    log:
+        "logs/data/preprocess_{dataset}-{variant}.log",
+    benchmark:
+        "benchmarks/data/preprocess_{dataset}-{variant}.tsv"
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=10,
+    conda:
+        "../envs/data.yaml"
+    script:
+        "../../scripts/preprocess_dataset.py"
+
+
+rule build_variant_instance:
+    input:
+        features=data_variant_features,
+    output:
+        instance=f"{DATA_VARIANTS}/{{dataset}}-{{variant}}/instance.npz",
+        report=f"{DATA_VARIANTS}/{{dataset}}-{{variant}}/report.json",
+    params:
+        variant=lambda wildcards: {"name": wildcards.variant, **DATA_VARIANT_CONFIG[wildcards.variant]},
+        dataset=lambda wildcards: wildcards.dataset,
+        max_iter=DATA_CONFIG["instance"]["max_iter"],
+    wildcard_constraints:
+        dataset=data_alternatives(DATA_DATASETS),
+        variant=data_alternatives(DATA_VARIANT_CONFIG) or "^$",
+    log:
+        "logs/data/build_instance_{dataset}-{variant}.log",
+    benchmark:
+        "benchmarks/data/build_instance_{dataset}-{variant}.tsv"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=20,
+    conda:
+        "../envs/data.yaml"
+    script:
+        "../../scripts/build_variant_instance.py"

@@ -52,3 +52,24 @@ DATA_TABULAR_FILES = [entry["name"] for dataset in DATA_TABULAR for entry in dat
 DATA_MNIST_ARCHIVES = [f"{DATA_MNIST_ROOT}/MNIST/raw/{e['name']}" for e in data_files("mnist")]
 # torchvision extracts each archive next to it (name without .gz) and reads those.
 DATA_MNIST_EXTRACTED = [path[: -len(".gz")] for path in DATA_MNIST_ARCHIVES]
+
+
+# Construction variants (sensitivity study, docs/real_data_sensitivity.md): each
+# builds its own pool under DATA_VARIANTS/{dataset}-{variant}/, never touching
+# the default pool.
+DATA_VARIANT_CONFIG = DATA_CONFIG.get("variants", {})
+DATA_VARIANTS = f"{DATA_PROCESSED}/variants"
+
+
+def data_variant_options(dataset, variant):
+    # The dataset's preprocess options with the variant's overrides on top.
+    overrides = DATA_VARIANT_CONFIG[variant].get("preprocess", {}).get(dataset, {})
+    return {**data_options(dataset), **overrides}
+
+
+def data_variant_features(wildcards):
+    # A variant that changes the preprocessing has its own features file.
+    entry = DATA_VARIANT_CONFIG[wildcards.variant]
+    if entry.get("preprocess", {}).get(wildcards.dataset):
+        return f"{DATA_VARIANTS}/{wildcards.dataset}-{wildcards.variant}/features.npz"
+    return f"{DATA_PROCESSED}/{wildcards.dataset}/features.npz"

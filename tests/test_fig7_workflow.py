@@ -1,0 +1,56 @@
+"""Figure 7 end to end on config/smoke.yaml, in a throw-away copy of the workflow
+(slow: builds the real-data pools and their variants; needs the dataset mirror)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import REPO, copy_workflow, snakemake
+from cqb.data import load_pool
+
+pytestmark = pytest.mark.slow
+
+DATASETS_MIRROR = REPO.parent / "shared" / "datasets"
+if not (DATASETS_MIRROR.is_dir() and importlib.util.find_spec("torchvision") is not None):
+    pytest.skip("needs the dataset mirror and torchvision", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def fig7_smoke(tmp_path_factory):
+    workdir = copy_workflow(tmp_path_factory.mktemp("fig7") / "repo")
+    snakemake(workdir, "fig7", "fig4_assumptions", "--cores", "2", "--configfile", "config/smoke.yaml",
+              "--config", f"data={{mirror: {DATASETS_MIRROR}}}", timeout=900)
+    return workdir
+
+
+def test_fig7_smoke_builds_grid_table_and_summary(fig7_smoke):
+    figures = fig7_smoke / "results" / "smoke" / "figures"
+    for name in ("fig7.pdf", "fig7.png", "fig7.tsv", "fig7.md", "fig4_assumptions.png"):
+        assert (figures / name).stat().st_size > 0, name
+    table = pd.read_csv(figures / "fig7.tsv", sep="\t")
+    cells = table.drop_duplicates(["dataset", "column"])
+    assert {"default", "assumptions", "sqrt_d"} <= set(cells["column"])
+    assert set(cells["verdict"]) <= {"holds", "does not hold", "inconclusive"}
+    # the construction meeting the assumptions has slack ≥ 0.05 on every dataset
+    assumptions = cells[cells["column"] == "assumptions"]
+    assert len(assumptions) == 3 and (assumptions["slack"] >= 0.05 - 1e-12).all()
+    summary = (figures / "fig7.md").read_text()
+    assert f"Of {len(cells)} (dataset, construction) cells run" in summary
+
+
+def test_variant_pools_leave_the_default_pools_untouched(fig7_smoke):
+    processed = fig7_smoke / "data" / "processed"
+    default = load_pool(processed / "mnist" / "instance.npz")
+    assert default.report["instance"]["C"] == 1.0 and "variant" not in default.report["instance"]
+    ridge = load_pool(processed / "variants" / "mnist-C0p01" / "instance.npz")
+    assert ridge.report["instance"]["variant"] == "C0p01" and ridge.report["instance"]["C"] == 0.01
+    assert np.array_equal(ridge.contexts, default.contexts)
+    grouped = json.loads((processed / "variants" / "mnist-servers5" / "report.json").read_text())
+    assert grouped["instance"]["K"] == 5
+    drop = json.loads((processed / "variants" / "coupon-coupon_drop" / "report.json").read_text())
+    assert drop["instance"]["d"] == 109

@@ -1,0 +1,40 @@
+# Figure 7: the verdict of "CQB-ε performs best" on every (dataset, construction
+# variant) cell (cqb.sensitivity; docs/real_data_sensitivity.md). Each cell is an
+# ordinary experiment with its own `best` claim; this rule reads its per-run
+# summaries and its pool's report.json only.
+
+
+
+from cqb.sensitivity import grid_cells
+
+# the cells of the grid; a cell without its claim stops here, named
+try:
+    FIG7_CELLS = grid_cells(config, PLAN, CLAIM_SPECS)
+except ConfigError as error:
+    sys.exit(f"config error: {error}")
+
+
+rule fig7:
+    localrule: True
+    input:
+        runs=[RUNS_TABLE.format(experiment=cell.experiment) for cell in FIG7_CELLS],
+        reports=sorted({cell.report for cell in FIG7_CELLS}),
+    output:
+        pdf=f"{FIGURES}/fig7.pdf",
+        png=report(f"{FIGURES}/fig7.png", caption="../report/fig7.rst", category="Figures",
+                   labels={"figure": "fig7"}),
+        tsv=f"{FIGURES}/fig7.tsv",
+        md=f"{FIGURES}/fig7.md",
+    params:
+        cells=FIG7_CELLS,
+        datasets=list(config["data"]["datasets"]),
+        columns=config["data"].get("sensitivity", {}).get("columns", []),
+        slack_margin=config["data"].get("sensitivity", {}).get("slack_margin", 0.05),
+        title=config["data"].get("sensitivity", {}).get("title", "Figure 7"),
+        float_format=config["aggregate"]["float_format"],
+    log:
+        f"{LOGS}/figures/fig7.log",
+    conda:
+        "../envs/analysis.yaml"
+    script:
+        "../../scripts/plot_sensitivity.py"
