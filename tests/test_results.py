@@ -52,6 +52,14 @@ def test_publish_copies_the_files_and_splices_the_readme(tmp_path):
     publish(source, tmp_path / "docs", readme)
     assert generated_block(readme.read_text(), "rates").endswith("slopes")
     assert (tmp_path / "docs" / "fig5_summary.md").exists()
+    # Figure 7's summary: the README block and docs/real_data_sensitivity.md
+    (source / "fig7.md").write_text("grid\n")
+    readme.write_text(readme.read_text() + f"{BEGIN.format(name='fig7')}\n{END.format(name='fig7')}\n")
+    sensitivity = tmp_path / "docs" / "real_data_sensitivity.md"
+    sensitivity.write_text(f"x\n{BEGIN.format(name='fig7')}\n{END.format(name='fig7')}\n")
+    publish(source, tmp_path / "docs", readme)
+    assert generated_block(readme.read_text(), "fig7").endswith("grid")
+    assert generated_block(sensitivity.read_text(), "fig7") == "grid"
     (source / "results.md").unlink()
     with pytest.raises(FileNotFoundError, match="results.md"):
         publish(source, tmp_path / "docs", readme)

@@ -102,6 +102,9 @@ def generated_block(text: str, name: str) -> str:
     return text[start:text.index(end, start)].strip("\n")
 
 
+# generated summaries beside the claims: file in the figures folder → README block
+OPTIONAL_BLOCKS = {"fig5_summary.md": "rates", "fig7.md": "fig7"}
+
 TIMING_COLUMNS = ("date", "label", "command", "wall_seconds", "load_before", "load_after", "cores",
                   "returncode")
 
@@ -158,12 +161,16 @@ def publish(source: Path, destination: Path, readme: Path) -> list[str]:
     if timings.exists() and BEGIN.format(name="timings") in text:
         text = splice(text, "timings", timings_markdown(timings))
     written = [str(destination / n) for n in names]
-    # Figure 5's generated summary, when the pipeline drew Figure 5
-    for name in ("fig5_summary.md", "fig5_slopes.tsv"):
+    # the generated summaries of Figures 5 and 7, when the pipeline drew them
+    for name in ("fig5_summary.md", "fig5_slopes.tsv", "fig7.md", "fig7.tsv"):
         if (source / name).exists():
             (destination / name).write_bytes((source / name).read_bytes())
             written.append(str(destination / name))
-    if (source / "fig5_summary.md").exists() and BEGIN.format(name="rates") in text:
-        text = splice(text, "rates", provenance_line(record) + "\n\n" + (source / "fig5_summary.md").read_text())
+    for name, block in OPTIONAL_BLOCKS.items():
+        if (source / name).exists() and BEGIN.format(name=block) in text:
+            text = splice(text, block, provenance_line(record) + "\n\n" + (source / name).read_text())
     readme.write_text(text)
+    sensitivity = readme.parent / "docs" / "real_data_sensitivity.md"
+    if (source / "fig7.md").exists() and sensitivity.exists():
+        sensitivity.write_text(splice(sensitivity.read_text(), "fig7", (source / "fig7.md").read_text()))
     return written
