@@ -68,6 +68,7 @@ def test_publish_copies_the_files_and_splices_the_readme(tmp_path):
 def test_time_command_records_wall_time_load_and_exit_code(tmp_path):
     table = tmp_path / "timings.tsv"
     row = time_command(["python3", "-c", "import time; time.sleep(0.2)"], "a nap", table)
+    assert row["load_max"] >= 0 and row["load_mean"] <= row["load_max"]
     assert row["returncode"] == 0 and 0.2 <= row["wall_seconds"] < 5
     failed = time_command(["python3", "-c", "raise SystemExit(3)"], "a failure", table)
     assert failed["returncode"] == 3

@@ -198,8 +198,8 @@ def main(argv: list[str] | None = None) -> int:
                 return 0
             command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
             row = results.time_command(command, args.label, Path(args.table))
-            print(f"{args.label}: {row['wall_seconds']:.0f} s, load {row['load_before']}–{row['load_after']} "
-                  f"-> {args.table}", file=sys.stderr)
+            print(f"{args.label}: {row['wall_seconds']:.0f} s, load {row['load_before']} before, "
+                  f"{row['load_mean']} mean, {row['load_max']} max -> {args.table}", file=sys.stderr)
             return row["returncode"]
         except (OSError, ValueError) as error:
             print(f"cqb: error: {error}", file=sys.stderr)

@@ -105,23 +105,34 @@ def generated_block(text: str, name: str) -> str:
 # generated summaries beside the claims: file in the figures folder → README block
 OPTIONAL_BLOCKS = {"fig5_summary.md": "rates", "fig7.md": "fig7"}
 
-TIMING_COLUMNS = ("date", "label", "command", "wall_seconds", "load_before", "load_after", "cores",
-                  "returncode")
+TIMING_COLUMNS = ("date", "label", "command", "wall_seconds", "load_before", "load_mean", "load_max",
+                  "cores", "returncode")
+LOAD_SAMPLE_SECONDS = 10
 
 
 def time_command(command: list[str], label: str, table: Path) -> dict:
     """Run ``command``, then append its wall time and the 1-minute load
-    average before and after to ``table`` (a TSV): a timing is only
-    meaningful with the load it was measured under."""
+    average (before, and the mean and maximum of samples every 10 s while it
+    ran) to ``table`` (a TSV): a timing is only meaningful with the load it
+    was measured under, which includes the command's own jobs."""
     if not command:
         raise ValueError("no command to time (cqb time --label TEXT -- COMMAND ...)")
     load_before = round(os.getloadavg()[0], 2)
     started = time.perf_counter()
-    returncode = subprocess.call(command)
+    process = subprocess.Popen(command)
+    samples = []
+    while True:
+        try:
+            returncode = process.wait(timeout=LOAD_SAMPLE_SECONDS)
+            break
+        except subprocess.TimeoutExpired:
+            samples.append(os.getloadavg()[0])
+    samples = samples or [os.getloadavg()[0]]
     row = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
            "label": label, "command": " ".join(command),
            "wall_seconds": round(time.perf_counter() - started, 1), "load_before": load_before,
-           "load_after": round(os.getloadavg()[0], 2), "cores": os.cpu_count(), "returncode": returncode}
+           "load_mean": round(sum(samples) / len(samples), 2), "load_max": round(max(samples), 2),
+           "cores": os.cpu_count(), "returncode": returncode}
     table.parent.mkdir(parents=True, exist_ok=True)
     new = not table.exists()
     with open(table, "a") as handle:
@@ -133,13 +144,13 @@ def time_command(command: list[str], label: str, table: Path) -> dict:
 
 def timings_markdown(table: Path) -> str:
     rows = pd.read_csv(table, sep="\t")
-    lines = ["| what | wall time | load (1 min) before → after | cores | date |",
+    lines = ["| what | wall time | load (1 min): before; mean, max while running | cores | date |",
              "| --- | ---: | --- | ---: | --- |"]
     for row in rows.itertuples():
         minutes, seconds = divmod(int(round(row.wall_seconds)), 60)
         failed = "" if row.returncode == 0 else f" (exit {row.returncode})"
         lines.append(f"| `{row.command}`: {row.label}{failed} | {minutes} min {seconds:02d} s | "
-                     f"{row.load_before} → {row.load_after} | {row.cores} | {row.date} |")
+                     f"{row.load_before}; {_fmt(row.load_mean)}, {_fmt(row.load_max)} | {row.cores} | {row.date} |")
     return "\n".join(lines)
 
 
