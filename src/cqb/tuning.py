@@ -118,6 +118,8 @@ def plot_tuning(table: pd.DataFrame, display_names: dict | None = None, title: s
         n_runs = int(own["n_runs"].max())
         regret_axis.set_xscale("log")
         regret_axis.set_yscale("symlog", linthresh=1.0)
+        # symlog autoscaling reaches far below zero; the regrets are rarely negative
+        regret_axis.set_ylim(bottom=min(0.0, float(own["mean_regret_ci_low"].min())))
         regret_axis.set_ylabel("mean of (1/T) Σ (Q − Q*) over tuning seeds")
         regret_axis.set_title(f"{parameter}: regret (★ = chosen)", fontsize=10)
         regret_axis.legend(fontsize=7, loc="upper left")
