@@ -1,7 +1,7 @@
 """Real-data part: fetching (checksums, mirror), preprocessing, semi-synthetic pool instances.
 
 Nothing here touches the network: files come from the offline mirror
-(CQB_DATA_MIRROR, default /work/shared/datasets) or from file:// URLs.
+(CQB_DATA_MIRROR, default ../shared/datasets beside the repository) or from file:// URLs.
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ from cqb.data import (
 )
 
 REPO = Path(__file__).resolve().parents[1]
-MIRROR = Path(os.environ.get("CQB_DATA_MIRROR", "/work/shared/datasets"))
+# the offline mirror beside the repository, as CI lays it out (../shared/datasets)
+MIRROR = Path(os.environ.get("CQB_DATA_MIRROR", REPO.parent / "shared" / "datasets"))
 needs_mirror = pytest.mark.skipif(not MIRROR.is_dir(), reason=f"offline dataset mirror {MIRROR} not present")
 
 HEART_FILE = MIRROR / "heart-disease" / "processed.cleveland.data"

@@ -15,7 +15,7 @@ import pytest
 from cqb.data import load_pool
 
 REPO = Path(__file__).resolve().parents[1]
-MIRROR = Path(os.environ.get("CQB_DATA_MIRROR", "/work/shared/datasets"))
+MIRROR = Path(os.environ.get("CQB_DATA_MIRROR", REPO.parent / "shared" / "datasets"))  # as CI lays it out
 SNAKEMAKE = shutil.which("snakemake") or str(Path(sys.executable).with_name("snakemake"))
 
 pytestmark = [
