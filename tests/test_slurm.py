@@ -173,15 +173,16 @@ def first_run_file(workdir: Path, policy: str) -> str:
 def test_failing_job_reports_its_log_and_rerun_completes(cluster, tmp_path):
     workdir = copy_workflow(tmp_path / "fail")
     target = first_run_file(workdir, "cqb_eps")
-    # A value that passes the config schema but makes the simulation raise:
-    # τ from the paper's formula needs slack ϵ > 2·explore_prob (0.1 > 1.0 is
-    # false). It goes in a config file because --config parses nested values
-    # as strings (YAML BaseLoader), which the schema rejects before any job.
-    (workdir / "bad.yaml").write_text(
-        "defaults:\n  per_policy:\n    cqb_eps: {tau: null, explore_prob: 0.5}\n")
+    # A job that fails at run time: the config is checked when the workflow
+    # loads, so the fault goes into the job's command line instead (τ from the
+    # paper's formula needs slack ϵ > 2·explore_prob, and 0.1 > 1.0 is false).
+    rule_file = workdir / "workflow" / "rules" / "simulate.smk"
+    good_rule = rule_file.read_text()
+    assert '" --code-hash {params.code_hash}' in good_rule
+    rule_file.write_text(good_rule.replace('" --code-hash {params.code_hash}',
+                                           '" --set explore_prob=0.5 --set tau=null --code-hash {params.code_hash}'))
 
-    bad = snakemake(workdir, target, *SLURM_FLAGS, "--configfile", SMOKE_CONFIG, "bad.yaml",
-                    env=cluster.env)
+    bad = snakemake(workdir, target, *SLURM_FLAGS, "--configfile", SMOKE_CONFIG, env=cluster.env)
     output = bad.stdout
     assert bad.returncode != 0, output[-4000:]
     submitted = SUBMITTED.findall(output)
@@ -193,13 +194,14 @@ def test_failing_job_reports_its_log_and_rerun_completes(cluster, tmp_path):
     assert f"log: {slurm_log} (check log file(s) for error details)" in error, error[:3000]
     assert Path(slurm_log).is_file()
     slurm_log_text = Path(slurm_log).read_text(errors="replace")
-    assert "tau formula needs slack" in slurm_log_text, slurm_log_text[-3000:]
-    # ... and the rule's own log, with the traceback
+    assert "Error in rule simulate" in slurm_log_text, slurm_log_text[-3000:]
+    # ... and the rule's own log, with the job's one-line error
     rule_log = re.search(rf"output: {re.escape(target)}\n\s+log: (\S+)", error)
     assert rule_log, error[:3000]
-    assert "ValueError: tau formula needs slack" in (workdir / rule_log.group(1)).read_text()
+    assert "cqb: error: tau formula needs slack" in (workdir / rule_log.group(1)).read_text()
     assert not (workdir / target).exists()
 
+    rule_file.write_text(good_rule)
     fixed = snakemake(workdir, target, *SLURM_FLAGS, "--configfile", SMOKE_CONFIG, env=cluster.env)
     assert fixed.returncode == 0, fixed.stdout[-6000:]
     assert (workdir / target).is_file()
