@@ -9,15 +9,10 @@ from cqb import __version__
 from cqb.aggregate import write_table
 from cqb.claims import HOLDS, FAILS, claims_markdown, evaluate_claims
 from cqb.code_hash import simulation_code_hash
-from cqb.io import atomic_write
+from cqb.aggregate import atomic_write_text
 from cqb.results import markdown_table, provenance, provenance_line, results_summary
 from cqb.summaries import instance_statistics, read_curves_table, read_runs_table
 from cqb.tuning import mismatches
-
-
-def write_text(path, text):
-    with atomic_write(path) as temporary:
-        temporary.write_text(text)
 
 
 def tuning_row(choices_path, configured):
@@ -42,7 +37,7 @@ def main(smk):
             table = pd.concat([table, pd.DataFrame([tuning_row(smk.input.tuning, smk.params.configured)])],
                               ignore_index=True)
         write_table(table, smk.output.tsv, smk.params.float_format)
-        write_text(smk.output.md, claims_markdown(table))
+        atomic_write_text(smk.output.md, claims_markdown(table))
         curves = {name: read_curves_table(path) for name, path in zip(smk.params.curve_experiments, smk.input.curves)}
         text = [provenance_line(record), "",
                 results_summary(curves, smk.params.display_names, smk.params.descriptions)]
@@ -53,8 +48,8 @@ def main(smk):
                 text += [f"Instances of **{name}** per {sweep} (θ* is redrawn per value until enough "
                          "contexts meet the slack, so the sweep changes the instances too):", "",
                          markdown_table(stats), ""]
-        write_text(smk.output.results, "\n".join(text))
-        write_text(smk.output.provenance, json.dumps(record, indent=1, sort_keys=True) + "\n")
+        atomic_write_text(smk.output.results, "\n".join(text))
+        atomic_write_text(smk.output.provenance, json.dumps(record, indent=1, sort_keys=True) + "\n")
         print(table[["claim", "value", "ci_low", "ci_high", "verdict", "n_seeds"]].to_string(index=False),
               file=log)
 

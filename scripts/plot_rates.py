@@ -4,7 +4,7 @@ experiment), its data table, the slope table and the rendered summary."""
 import pandas as pd
 
 from cqb.aggregate import write_table
-from cqb.io import atomic_write
+from cqb.aggregate import atomic_write_text
 from cqb.plotting import POLICY_COLOURS, save_figure
 from cqb.policies import DISPLAY_NAMES
 from cqb.rates import rates_figure_table
@@ -24,9 +24,7 @@ def main(smk):
         table = rates_figure_table(summary, slopes)
         write_table(table, smk.output.tsv, smk.params.float_format)
         write_table(slopes, smk.output.slopes, smk.params.float_format)
-        with atomic_write(smk.output.text, suffix=".tmp") as temporary:
-            with open(temporary, "w") as handle:
-                handle.write(rates_summary_markdown(summary, slopes, titles, DISPLAY_NAMES))
+        atomic_write_text(smk.output.text, rates_summary_markdown(summary, slopes, titles, DISPLAY_NAMES))
         figure = plot_rates(summary, slopes, titles, DISPLAY_NAMES, POLICY_COLOURS, title=smk.params.title)
         save_figure(figure, smk.output.pdf, smk.output.png, smk.params.dpi)
         print(f"{len(table)} rows -> {smk.output.tsv}, {smk.output.slopes}, {smk.output.text}", file=log)

@@ -7,8 +7,8 @@ slack_margin, title, float_format.
 """
 
 import logging
-from pathlib import Path
 
+from cqb.aggregate import atomic_write_text
 from cqb.io import atomic_write
 from cqb.sensitivity import load_report, plot_grid, render_summary, sensitivity_table
 from cqb.summaries import read_runs_table
@@ -22,7 +22,6 @@ table = sensitivity_table(cells, runs, reports, float(smk.params.slack_margin))
 with atomic_write(smk.output.tsv) as temporary:
     table.to_csv(temporary, sep="\t", index=False, float_format=smk.params.float_format)
 plot_grid(table, smk.params.datasets, smk.params.columns, smk.params.title, smk.output.pdf, smk.output.png)
-with atomic_write(smk.output.md) as temporary:
-    Path(temporary).write_text(render_summary(table, smk.params.datasets, smk.params.columns,
-                                              source=smk.output.tsv), encoding="utf-8")
+atomic_write_text(smk.output.md, render_summary(table, smk.params.datasets, smk.params.columns,
+                                                source=smk.output.tsv))
 logging.info("%d cells, %d rows", len(cells), len(table))

@@ -126,6 +126,13 @@ def write_table(table: pd.DataFrame, path: str | Path, float_format: str = DEFAU
                      na_rep="nan", lineterminator="\n")
 
 
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write a generated text output (Markdown, JSON) atomically, UTF-8.
+    (Here rather than in cqb.io, whose bytes are part of the simulation code hash.)"""
+    with atomic_write(path) as temporary:
+        Path(temporary).write_text(text, encoding="utf-8")
+
+
 def read_table(path: str | Path) -> pd.DataFrame:
     """Read a table written by :func:`write_table` (sweep values kept as text)."""
     return pd.read_csv(path, sep="\t", dtype={"policy": str, "sweep_param": str, "sweep_value": str},

@@ -155,7 +155,7 @@ def plot_grid(table: pd.DataFrame, datasets: Sequence[str], columns: Sequence[Ma
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
-    from .io import atomic_write
+    from .plotting import save_figure
 
     cells = cell_summary(table).set_index(["dataset", "column"])
     fig, ax = plt.subplots(figsize=(1.35 * len(columns) + 1.6, 1.45 * len(datasets) + 1.6))
@@ -190,10 +190,7 @@ def plot_grid(table: pd.DataFrame, datasets: Sequence[str], columns: Sequence[Ma
               loc="upper center", bbox_to_anchor=(0.5, -0.32 if len(columns) > 1 else -0.2), ncol=4,
               fontsize=7, frameon=False)
     fig.tight_layout()
-    for path in (pdf_path, png_path):
-        with atomic_write(path) as temporary:
-            fig.savefig(temporary, format=Path(path).suffix[1:], dpi=150)
-    plt.close(fig)
+    save_figure(fig, pdf_path, png_path, dpi=150)
 
 
 def render_summary(table: pd.DataFrame, datasets: Sequence[str], columns: Sequence[Mapping],

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from .claims import ClaimSpec
+from .config_schema import SWEPT_INSTANCE_KEYS
 from .experiments import ConfigError, config_error, format_value, resolve_label
 
 
@@ -64,7 +65,7 @@ def tuning_setup(config: Mapping, plan) -> tuple[list[str], dict]:
             config_error("tuning.experiments", name, f"not an experiment ({', '.join(plan.curves)})")
         curves = plan.curves[name]
         tuned_param = curves[0].sweep_param
-        if not tuned_param or tuned_param == "horizon" or tuned_param in curves[0].instance:
+        if not tuned_param or tuned_param == "horizon" or tuned_param in SWEPT_INSTANCE_KEYS:
             config_error("tuning.experiments", name, "needs a sweep over a policy parameter (the grid)")
     tuning_seeds = {seed for name in experiments for curve in plan.curves[name] for seed in curve.seeds}
     for other, curves in plan.curves.items():

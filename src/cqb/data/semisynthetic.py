@@ -18,6 +18,7 @@ import numpy as np
 from scipy.special import expit
 from sklearn.linear_model import LogisticRegression
 
+from ..aggregate import atomic_write_text  # noqa: F401 (the data rules' scripts import it from here)
 from ..io import atomic_write
 
 
@@ -118,12 +119,6 @@ def build_pool_instance(
 def _atomic_savez(path: Path, **arrays) -> None:
     with atomic_write(path) as temporary, open(temporary, "wb") as handle:
         np.savez(handle, **arrays)
-
-
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    """Write text to a temp file beside `path`, then rename it into place."""
-    with atomic_write(path) as temporary:
-        Path(temporary).write_text(text, encoding="utf-8")
 
 
 def save_pool(path: str | os.PathLike, contexts, theta, labels, report: dict) -> None:
