@@ -2,7 +2,7 @@
 
 Every server k keeps its own data (x_i, D(i)) in preallocated arrays, the MLE
 θ̂_k (updated by warm-started Newton steps), its projection θ_k onto
-{‖θ‖ ≤ S}, the design matrix V_k = κλ₀I + Σ x_i x_iᵀ and its inverse, kept by
+{‖θ‖ ≤ S_k} (S_k = S for every server unless a bound per server is given), the design matrix V_k = κλ₀I + Σ x_i x_iᵀ and its inverse, kept by
 Sherman–Morrison updates. Only the served server changes in a round.
 """
 
@@ -29,7 +29,9 @@ class EstimatorConfig:
     reg: float = 1.0  # λ₀: the MLE minimises NLL + (λ₀/2)‖θ‖²
     kappa: float = 10.0  # κ in V's ridge and in β
     delta: float = 0.01  # confidence level of β (the policies pass 1/T)
-    norm_bound: float = 1.0  # S (the policies pass √d)
+    # S (the policies pass the instance's bound), or one S_k per server: a tuple
+    # of K values, used in server k's β_k and projection radius
+    norm_bound: float | tuple[float, ...] = 1.0
     projection: str = "filippi"
     design_reg: str = "kappa"  # V's ridge: κλ₀I ("kappa") or λ₀I ("plain")
     newton_tol: float = 1e-6  # a refit stops once a Newton step is shorter than this
@@ -40,7 +42,11 @@ class EstimatorConfig:
     def __post_init__(self):
         for name in ("reg", "kappa", "norm_bound", "newton_tol"):
             value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and value > 0 and math.isfinite(value)):
+            if name == "norm_bound" and isinstance(value, tuple) and value:
+                if all(_positive_number(bound) for bound in value):
+                    continue
+                raise ValueError(f"norm_bound per server must be positive numbers, got {value!r}")
+            if not _positive_number(value):
                 raise ValueError(f"{name} must be a positive number, got {value!r}")
         if not 0 < self.delta < 1:
             raise ValueError(f"delta must lie in (0, 1), got {self.delta!r}")
@@ -52,6 +58,20 @@ class EstimatorConfig:
             raise ValueError(f"refit_growth must be a number ≥ 0, got {self.refit_growth!r}")
         if int(self.newton_max_iter) < 1:
             raise ValueError(f"newton_max_iter must be ≥ 1, got {self.newton_max_iter!r}")
+
+
+def _positive_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 and math.isfinite(value)
+
+
+def server_norm_bounds(config: EstimatorConfig, n_servers: int) -> list:
+    """S_k of every server: the shared S repeated, or the per-server tuple."""
+    if not isinstance(config.norm_bound, tuple):
+        return [config.norm_bound] * n_servers
+    if len(config.norm_bound) != n_servers:
+        raise ValueError(f"norm_bound per server needs {n_servers} values (one per server), "
+                         f"got {len(config.norm_bound)}")
+    return list(config.norm_bound)
 
 
 def fit_logistic(X: np.ndarray, y: np.ndarray, reg: float, theta0: np.ndarray | None = None,
@@ -76,11 +96,15 @@ def _newton_step(X, y, theta, reg):
 
 
 def confidence_width(config: EstimatorConfig, dim: int, n_servers: int, n_samples) -> np.ndarray:
-    """β_k = (κ/2)√(2d log(1 + N_k/(κλ₀d)) + log(K/δ)) + κS√λ₀/2 (SPEC §2)."""
+    """β_k = (κ/2)√(2d log(1 + N_k/(κλ₀d)) + log(K/δ)) + κS_k√λ₀/2 (SPEC §2; S_k = S
+    for a shared bound)."""
     kappa, reg = config.kappa, config.reg
     inner = 2 * dim * np.log1p(np.asarray(n_samples, dtype=np.float64) / (kappa * reg * dim))
     inner = inner + math.log(n_servers / config.delta)
-    return 0.5 * kappa * np.sqrt(inner) + 0.5 * kappa * config.norm_bound * math.sqrt(reg)
+    bound = config.norm_bound
+    if isinstance(bound, tuple):
+        bound = np.asarray(server_norm_bounds(config, n_servers), dtype=np.float64)
+    return 0.5 * kappa * np.sqrt(inner) + 0.5 * kappa * bound * math.sqrt(reg)
 
 
 class LogisticEstimator:
@@ -112,6 +136,8 @@ class LogisticEstimator:
         self.inverses[:, 1] = np.eye(dim) / config.reg
         self.design_inv = self.inverses[:, 0]  # a view: V_k⁻¹ for the policies' widths
         self.next_refit = np.ones(n_servers, dtype=np.int64)
+        # S_k per server (a list: indexed every round, cheaper than numpy)
+        self.norm_bounds = server_norm_bounds(config, n_servers)
         self.widths = confidence_width(config, dim, n_servers, self.counts)
         self.refits = 0
         self.projections = 0  # how often the projection was active (diagnostic)
@@ -139,11 +165,12 @@ class LogisticEstimator:
             theta -= (prob - outcome) * hx
         mle = self.mle[server]
         norm = math.sqrt(mle @ mle)
-        if norm > self.config.norm_bound:
-            self.theta[server] = self._project(server, mle, norm)
+        bound = self.norm_bounds[server]
+        if norm > bound:
+            self.theta[server] = self._project(server, mle, norm, bound)
         else:
             self.theta[server] = mle
-        self.widths[server] = _width(self.config, self.dim, self.n_servers, n)
+        self.widths[server] = _width(self.config, self.dim, self.n_servers, n, bound)
 
     def _rank_one(self, server, x, weight):
         """Sherman–Morrison on V⁻¹ (weight 1) and, when ``weight`` > 0, on the
@@ -180,9 +207,8 @@ class LogisticEstimator:
         self.inverses[server, 0] = _symmetric_inverse(self.design(server))
         self.refits += 1
 
-    def _project(self, server, mle, norm):
+    def _project(self, server, mle, norm, bound):
         self.projections += 1
-        bound = self.config.norm_bound
         radial = mle * (bound / norm)
         if self.config.projection == "euclidean":
             return radial
@@ -197,12 +223,12 @@ class LogisticEstimator:
         return logistic(contexts @ self.theta[server])
 
 
-def _width(config, dim, n_servers, n_samples) -> float:
-    # Scalar twin of confidence_width: this runs every round, numpy's call
-    # overhead would dominate.
+def _width(config, dim, n_servers, n_samples, norm_bound) -> float:
+    # Scalar twin of confidence_width for one server with bound S_k: this runs
+    # every round, numpy's call overhead would dominate.
     inner = 2 * dim * math.log1p(n_samples / (config.kappa * config.reg * dim))
     inner += math.log(n_servers / config.delta)
-    return 0.5 * config.kappa * (math.sqrt(inner) + config.norm_bound * math.sqrt(config.reg))
+    return 0.5 * config.kappa * (math.sqrt(inner) + norm_bound * math.sqrt(config.reg))
 
 
 def _symmetric_inverse(matrix):

@@ -44,6 +44,12 @@ class Instance:
         return float(np.linalg.norm(self.theta, axis=1).max())
 
     @property
+    def server_norms(self) -> tuple[float, ...]:
+        """‖θ*_k‖ of every server: the per-server bounds S_k (policy parameter
+        norm_bound_kind "per_server")."""
+        return tuple(float(norm) for norm in np.linalg.norm(self.theta, axis=1))
+
+    @property
     def n_servers(self) -> int:
         return self.theta.shape[0]
 

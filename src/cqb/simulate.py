@@ -114,7 +114,7 @@ class RunResult:
 
 def policy_env(instance: Instance, horizon: int) -> PolicyEnv:
     return PolicyEnv(instance.n_servers, instance.dim, horizon, instance.arrival_rate, instance.slack,
-                     instance.norm_bound)
+                     instance.norm_bound, instance.server_norms)
 
 
 def play(instance: Instance, trace: Trace, policy_name: str, policy_params: dict | None,

@@ -22,6 +22,11 @@ class PolicyEnv:
     arrival_rate: float
     slack: float | None  # nominal slack ϵ; None for real-data instances
     norm_bound: float | None = None  # the known S of Assumption 3.1, if the instance states one
+    # ‖θ*_k‖ per server, when the instance knows θ* (norm_bound_kind "per_server")
+    server_norm_bounds: tuple[float, ...] | None = None
+
+
+NORM_BOUND_KINDS = ("shared", "per_server")
 
 
 @dataclass(frozen=True)
@@ -35,6 +40,10 @@ class EstimatorParams:
     kappa: float = 10.0
     delta: float | None = None  # None → 1/T
     norm_bound: float | None = None  # None → the instance's known bound (√d synthetic, max ‖θ*‖ pool)
+    # "shared": one S for every server (norm_bound); "per_server": server k gets
+    # S_k = ‖θ*_k‖ of the instance in its β_k and projection radius (then
+    # norm_bound must stay null and resolves to the tuple (S_1, …, S_K))
+    norm_bound_kind: str = "shared"
     # c_β, tuned per policy on held-out seeds (config `tuning`, docs/verdicts.md):
     # 0.1 for CQB-Opt; the subclasses below carry their own tuned value
     bonus_scale: float = 0.1
@@ -49,7 +58,16 @@ class EstimatorParams:
         changes = {}
         if self.delta is None:
             changes["delta"] = 1.0 / env.horizon
-        if self.norm_bound is None:
+        _check_choice("norm_bound_kind", self.norm_bound_kind, NORM_BOUND_KINDS)
+        if self.norm_bound_kind == "per_server":
+            if self.norm_bound is not None:
+                raise ValueError(f"norm_bound must be null with norm_bound_kind 'per_server' "
+                                 f"(S_k = ‖θ*_k‖ comes from the instance), got {self.norm_bound!r}")
+            if env.server_norm_bounds is None:
+                raise ValueError("norm_bound_kind 'per_server' needs the instance's θ* "
+                                 "(its per-server norms), which this environment does not give")
+            changes["norm_bound"] = tuple(float(bound) for bound in env.server_norm_bounds)
+        elif self.norm_bound is None:
             changes["norm_bound"] = env.norm_bound if env.norm_bound is not None else math.sqrt(env.dim)
         if not (self.bonus_scale >= 0 and math.isfinite(self.bonus_scale)):
             raise ValueError(f"bonus_scale must be a non-negative number, got {self.bonus_scale!r}")
