@@ -199,9 +199,11 @@ def check_values(policy: str, params: dict, instance: Mapping, horizon: int, key
     from .policies import PolicyEnv, resolve_params
 
     synthetic = instance["kind"] == "synthetic"
-    env = PolicyEnv(n_servers=instance.get("n_servers", 1), dim=instance.get("dim", 1), horizon=horizon,
+    n_servers = instance.get("n_servers", 1)
+    # Both kinds know θ*, hence ‖θ*_k‖ (norm_bound_kind "per_server"); its values do not matter here.
+    env = PolicyEnv(n_servers=n_servers, dim=instance.get("dim", 1), horizon=horizon,
                     arrival_rate=instance["arrival_rate"], slack=instance.get("slack") if synthetic else None,
-                    norm_bound=None if synthetic else 1.0)
+                    norm_bound=None if synthetic else 1.0, server_norm_bounds=(1.0,) * n_servers)
     try:
         resolve_params(policy, params, env)
     except (ValueError, TypeError) as error:
