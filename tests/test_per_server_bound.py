@@ -75,18 +75,20 @@ def test_initial_widths_are_per_server():
 
 @pytest.mark.parametrize("projection", ["filippi", "euclidean"])
 def test_projection_radius_is_the_servers_own_bound(projection):
-    """The same data at every server, so every MLE leaves every ball; each
-    server's estimate must land on its own sphere ‖θ‖ = S_k."""
+    """The same data at every server: the MLE leaves the balls of radius 0.5
+    and 2, whose servers' estimates must land on their own sphere ‖θ‖ = S_k,
+    and stays inside the loose ball of the last server (no projection)."""
     rng = np.random.default_rng(4)
     X = rng.normal(size=(60, 3))
     X /= np.linalg.norm(X, axis=1, keepdims=True)
     y = (X @ np.array([6.0, 0, 0]) > 0).astype(float)
-    bounds = (0.5, 2.0, 1.0)
+    bounds = (0.5, 2.0, 1e6)
     est = LogisticEstimator(3, 3, 60, EstimatorConfig(norm_bound=bounds, projection=projection, reg=0.01))
     for i in range(60):
         for k in range(3):
             est.update(k, X[i], y[i])
-    for k, bound in enumerate(bounds):
+    np.testing.assert_array_equal(est.theta[2], est.mle[2])
+    for k, bound in enumerate(bounds[:2]):
         mle = est.mle[k]
         assert np.linalg.norm(mle) > bound  # the projection is active at every server
         assert np.linalg.norm(est.theta[k]) == pytest.approx(bound, rel=1e-9), f"server {k}"
