@@ -163,6 +163,20 @@ def test_cell_reports_verdict_rank_slack_and_the_norm_bound_used():
     assert cell_rows(cell(norm_bound=2.0), runs, REPORT, 0.05)[0]["norm_bound"] == 2.0
 
 
+def test_a_per_server_cell_reports_the_range_of_its_bounds():
+    runs = runs_table({"cqb_eps": [1.0, 1.1, 0.9, 1.0], "cqb_opt": [2.0, 2.2, 1.9, 2.1],
+                       "random": [9.0, 8.0, 9.5, 8.5]})
+    report = {"instance": {**REPORT["instance"], "theta_norms": [5.0, 8.0, 2.5]}}
+    per_server = Cell(**{**cell().__dict__, "norm_bound_kind": "per_server"})
+    row = cell_rows(per_server, runs, report, 0.05)[0]
+    assert (row["norm_bound"], row["norm_bound_min"]) == (8.0, 2.5)
+    shared = cell_rows(cell(norm_bound=2.0), runs, report, 0.05)[0]
+    assert (shared["norm_bound"], shared["norm_bound_min"]) == (2.0, 2.0)
+    table = sensitivity_table([per_server], {"x_v": runs}, {"r.json": report}, 0.05)
+    text = render_summary(table, ["x"], [{"name": "v", "label": "V", "choice": "c"}])
+    assert "| 12.5 | 2.5–8 per server | 1/3 |" in text
+
+
 def test_cell_where_another_policy_wins_does_not_hold_and_ranks_second():
     runs = runs_table({"cqb_eps": [3.0, 3.1, 2.9, 3.0], "cqb_opt": [1.0, 1.2, 0.9, 1.1],
                        "random": [9.0, 8.0, 9.5, 8.5]})
@@ -201,6 +215,10 @@ def test_every_grid_cell_of_the_config_has_its_best_claim_and_uses_the_evaluatio
         assert len(labels) == 7, c.experiment  # the seven policies of the brief, oracle excluded
     sqrt_d = next(c for c in cells if c.experiment == "mnist_sqrt_d")
     assert sqrt_d.norm_bound == pytest.approx(7.0)
+    per_server = [c for c in cells if c.column == "per_server_S"]
+    assert {c.dataset for c in per_server} == {"mnist", "heart_disease", "coupon"}
+    assert all(c.norm_bound_kind == "per_server" and c.norm_bound is None for c in per_server)
+    assert all(c.norm_bound_kind == "shared" for c in cells if c.column != "per_server_S")
 
 
 def test_a_grid_cell_without_its_claim_is_refused_by_name():

@@ -6,7 +6,8 @@ config/config.yaml (``<dataset>_<column>``; the column ``default`` is the
 Figure 4 experiment ``<dataset>``) with a ``best`` claim on CQB-ε in the
 ``claims`` list. Its verdict is that claim's, computed by
 :func:`cqb.claims.check_best` on the experiment's per-run summaries; beside it
-the instance's measured slack, κ and S (from the pool's report.json) and, per
+the instance's measured slack, κ and S (from the pool's report.json; for a
+bound per server, the range min_k–max_k of S_k = ‖θ*_k‖) and, per
 policy, the mean final queue, the mean regret and the stalled runs.
 """
 
@@ -28,7 +29,7 @@ NOT_RUN = "not run"
 DATASET_NAMES = {"mnist": "MNIST", "heart_disease": "Heart Disease", "coupon": "Coupon"}
 TABLE_COLUMNS = ("dataset", "column", "column_label", "choice", "experiment", "n_servers", "dim",
                  "n_pool", "arrival_rate", "horizon", "slack", "lambda_for_margin", "kappa",
-                 "norm_bound", "theta_norm_max", "policy", "label", "n_seeds", "final_queue_mean",
+                 "norm_bound", "norm_bound_min", "theta_norm_max", "policy", "label", "n_seeds", "final_queue_mean",
                  "mean_regret_mean", "n_stalled", "eps_rank", "n_policies", "verdict", "value",
                  "ci_low", "ci_high", "decisive")
 
@@ -46,6 +47,7 @@ class Cell:
     norm_bound: float | None  # the S the CQB policies are given; None → max ‖θ*_k‖
     policies: tuple[tuple[str, str], ...]  # (label, policy) of the experiment, oracle excluded
     spec: ClaimSpec
+    norm_bound_kind: str = "shared"  # "per_server": server k's S_k = ‖θ*_k‖ (the report's theta_norms)
 
 
 def cell_experiment(dataset: str, column: str) -> str:
@@ -80,6 +82,7 @@ def grid_cells(config: Mapping, plan, specs: Sequence[ClaimSpec]) -> list[Cell]:
                 report=str(Path(instance["pool"]).with_name("report.json")),
                 arrival_rate=float(instance["arrival_rate"]), horizon=int(curves[0].horizon),
                 norm_bound=by_label[spec.policies[0]].params.get("norm_bound"),
+                norm_bound_kind=by_label[spec.policies[0]].params.get("norm_bound_kind", "shared"),
                 policies=tuple((c.base_label, c.policy) for c in curves if c.policy != "oracle"),
                 spec=spec))
     return cells
@@ -94,6 +97,12 @@ def cell_rows(cell: Cell, runs: pd.DataFrame, report: Mapping, slack_margin: flo
     order = sorted(regret, key=lambda label: regret[label])
     claimed = cell.spec.policies[0]
     decisive = _decisive_policy(result.statistic)
+    # norm_bound / norm_bound_min: the largest / smallest S_k (equal for a shared S)
+    if cell.norm_bound_kind == "per_server":
+        norm_bound, norm_bound_min = max(instance["theta_norms"]), min(instance["theta_norms"])
+    else:
+        norm_bound = cell.norm_bound if cell.norm_bound is not None else instance["theta_norm_max"]
+        norm_bound_min = norm_bound
     common = {
         "dataset": cell.dataset, "column": cell.column, "column_label": cell.column_label,
         "choice": cell.choice, "experiment": cell.experiment, "n_servers": instance["K"],
@@ -101,7 +110,7 @@ def cell_rows(cell: Cell, runs: pd.DataFrame, report: Mapping, slack_margin: flo
         "horizon": cell.horizon, "slack": instance["best_rate_min"] - cell.arrival_rate,
         "lambda_for_margin": instance["best_rate_min"] - slack_margin,
         "kappa": instance["kappa_measured"],
-        "norm_bound": cell.norm_bound if cell.norm_bound is not None else instance["theta_norm_max"],
+        "norm_bound": norm_bound, "norm_bound_min": norm_bound_min,
         "theta_norm_max": instance["theta_norm_max"], "eps_rank": order.index(claimed) + 1,
         "n_policies": len(order), "verdict": result.verdict, "value": result.value,
         "ci_low": result.ci_low, "ci_high": result.ci_high, "decisive": decisive,
@@ -170,7 +179,7 @@ def plot_grid(table: pd.DataFrame, datasets: Sequence[str], columns: Sequence[Ma
                 c = cells.loc[key]
                 text = (f"rank {c['eps_rank']}/{c['n_policies']}\n"
                         f"Δ {c['value']:.2g}\n[{c['ci_low']:.2g}, {c['ci_high']:.2g}]\n"
-                        f"slack {c['slack']:.3f}\nS {c['norm_bound']:.3g}")
+                        f"slack {c['slack']:.3f}\nS {norm_bound_text(c)}")
                 ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=6.5)
             else:
                 ax.text(j + 0.5, i + 0.5, "not run", ha="center", va="center", fontsize=6.5,
@@ -217,10 +226,10 @@ def render_summary(table: pd.DataFrame, datasets: Sequence[str], columns: Sequen
         if not default.empty:
             d = default.iloc[0]
             head += (f": by default the claim {_verdict_words(d['verdict'])} (CQB-ε ranks "
-                     f"{d['eps_rank']} of {d['n_policies']}; slack {d['slack']:.3f}, S {d['norm_bound']:.3g})")
+                     f"{d['eps_rank']} of {d['n_policies']}; slack {d['slack']:.3f}, S {norm_bound_text(d)})")
         head += ("; the verdict changes under " + ", ".join(
             f"{label[r['column']]} ({_verdict_words(r['verdict'])}, rank {r['eps_rank']}, "
-            f"slack {r['slack']:.3f}, S {r['norm_bound']:.3g})" for _, r in flips.iterrows())
+            f"slack {r['slack']:.3f}, S {norm_bound_text(r)})" for _, r in flips.iterrows())
             if len(flips) else "; no choice run changes the verdict") + "."
         ranks = own["eps_rank"]
         head += f" CQB-ε's rank over the {len(own)} constructions: {ranks.min()}–{ranks.max()}."
@@ -231,10 +240,16 @@ def render_summary(table: pd.DataFrame, datasets: Sequence[str], columns: Sequen
     for _, c in cells.iterrows():
         lines.append(f"| {DATASET_NAMES.get(c['dataset'], c['dataset'])} | {label[c['column']]} | "
                      f"{c['arrival_rate']:g} | {c['horizon']} | {c['slack']:.3f} | {c['kappa']:.3g} | "
-                     f"{c['norm_bound']:.3g} | {c['eps_rank']}/{c['n_policies']} | "
+                     f"{norm_bound_text(c)} | {c['eps_rank']}/{c['n_policies']} | "
                      f"{c['eps_final_queue']:.3g} | {c['eps_stalled']} | {c['decisive']} | "
                      f"{c['value']:.3g} [{c['ci_low']:.3g}, {c['ci_high']:.3g}] | {c['verdict']} |")
     return "\n".join(lines) + "\n"
+
+
+def norm_bound_text(cell) -> str:
+    """S of a cell: one number, or the range of S_k for a bound per server."""
+    low, high = f"{cell['norm_bound_min']:.3g}", f"{cell['norm_bound']:.3g}"
+    return high if low == high else f"{low}–{high} per server"
 
 
 def _verdict_words(verdict: str) -> str:
