@@ -135,6 +135,11 @@ def build_parser() -> argparse.ArgumentParser:
     benchmark = commands.add_parser("benchmark", help="time the simulation core (not a test)")
     benchmark.add_argument("--repeats", type=int, default=3)
     benchmark.add_argument("--out", help="write the Markdown tables here as well")
+    benchmark.add_argument("--startup", action="store_true",
+                           help="time a `cqb run` job's start-up instead (docs/benchmarks.md)")
+    benchmark.add_argument("--startup-runs", type=int, default=20, help="runs per source (default 20)")
+    benchmark.add_argument("--startup-baseline", metavar="SRC",
+                           help="another checkout's src/ directory, timed beside this one")
     tables = commands.add_parser("tables", help="Markdown tables of docs/beyond.md from the pipeline's tables")
     tables.add_argument("results", nargs="?", default="results")
     tables.add_argument("figures", nargs="?", default="figures")
@@ -175,7 +180,6 @@ def _instance_spec(args) -> dict:
 def run(args) -> int:
     blas_pinned = pin_blas_to_one_thread()  # before anything imports numpy
     from .code_hash import simulation_code_hash
-    from .io import save_run
     from .simulate import simulate
 
     out = Path(args.out)
@@ -204,6 +208,8 @@ def run(args) -> int:
         return 2
     if args.code_hash:
         result.metadata["workflow_code_hash"] = args.code_hash
+    from .io import save_run  # after the simulation: its imports are not start-up
+
     save_run(out, result)  # atomic: a killed run leaves no partial output
     print(f"{args.policy} seed {args.seed}: Q(T) = {int(result.queue[-1])}, "
           f"Q*(T) = {int(result.oracle_queue[-1])}, {time.perf_counter() - started:.2f} s, wrote {out}",
