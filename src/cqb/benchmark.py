@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -81,7 +82,8 @@ def startup_times(sources: dict[str, Path], runs: int = 20, out_dir: Path | None
     process, ``runs`` times for each labelled source directory (put first on
     PYTHONPATH), interleaved so that load changes hit every source alike.
 
-    Per label: "process" (seconds from spawning to exit) and "loop_start"
+    Per label: "process" (seconds from spawning to exit), "cpu" (its user +
+    system CPU seconds, less sensitive to the machine's load) and "loop_start"
     (seconds from spawning to the start of the first simulation loop, from the
     CQB_REPORT_LOOP_START probe of cqb.simulate.run_policy; empty when that
     source has no probe). One untimed run per source first writes its bytecode
@@ -89,7 +91,7 @@ def startup_times(sources: dict[str, Path], runs: int = 20, out_dir: Path | None
     for that reason."""
     from .simulate import LOOP_START_PROBE
 
-    times = {label: {"process": [], "loop_start": []} for label in sources}
+    times = {label: {"process": [], "cpu": [], "loop_start": []} for label in sources}
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(out_dir or scratch) / "startup.npz"
         environments = {}
@@ -100,18 +102,26 @@ def startup_times(sources: dict[str, Path], runs: int = 20, out_dir: Path | None
         command = [sys.executable, "-c", CLI_SCRIPT, *STARTUP_RUN, "--out", str(out)]
         for repeat in range(runs + 1):
             for label in sources:
+                cpu_before = _children_cpu()
                 spawned, started = time.time(), time.perf_counter()
                 done = subprocess.run(command, env=environments[label], capture_output=True, text=True)
                 elapsed = time.perf_counter() - started
+                cpu = _children_cpu() - cpu_before
                 if done.returncode != 0:
                     raise RuntimeError(f"{label}: cqb run failed: {done.stderr.strip()}")
                 if repeat == 0:
                     continue  # the warm-up run
                 times[label]["process"].append(elapsed)
+                times[label]["cpu"].append(cpu)
                 probes = [line for line in done.stderr.splitlines() if line.startswith(LOOP_START_LINE)]
                 if probes:
                     times[label]["loop_start"].append(float(probes[0][len(LOOP_START_LINE):]) - spawned)
     return times
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def startup_table(times: dict, load_before: tuple, load_after: tuple) -> str:
@@ -125,10 +135,12 @@ def startup_table(times: dict, load_before: tuple, load_after: tuple) -> str:
              f"interleaved; Python {platform.python_version()}; load average (1, 5, 15 min) "
              f"{', '.join(f'{x:.2f}' for x in load_before)} before, "
              f"{', '.join(f'{x:.2f}' for x in load_after)} after", "",
-             "| source | process: median | process: min | to the first round: median | to the first round: min |",
-             "| --- | ---: | ---: | ---: | ---: |"]
+             "| source | process: median | process: min | to the first round: median "
+             "| to the first round: min | CPU of the process: median |",
+             "| --- | ---: | ---: | ---: | ---: | ---: |"]
     for label, entry in times.items():
-        lines.append(f"| {label} | {cells(entry['process'])} | {cells(entry['loop_start'])} |")
+        lines.append(f"| {label} | {cells(entry['process'])} | {cells(entry['loop_start'])} "
+                     f"| {statistics.median(entry['cpu']):.3f} s |")
     return "\n".join(lines) + "\n"
 
 
