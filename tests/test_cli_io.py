@@ -121,10 +121,52 @@ def test_cli_workflow_mode_spec_params_code_hash_and_stale_files(tmp_path):
         np.testing.assert_array_equal(load_run(plain)[key], run[key])
 
 
+HEAVY_MODULES = ('snakemake', 'scipy', 'pandas', 'matplotlib', 'jsonschema',
+                 'importlib.metadata', 'email', 'threadpoolctl', 'cqb.benchmark')
+
+
 def test_cli_run_imports_no_heavy_modules(tmp_path):
-    """A simulate job's start-up: no snakemake, scipy, pandas or matplotlib."""
+    """A simulate job's start-up (docs/benchmarks.md, "Job start-up"): no
+    snakemake, scipy, pandas or matplotlib, no entry-point scan of the installed
+    packages (importlib.metadata) for a built-in policy, no threadpoolctl."""
     code = ("import sys; from cqb.cli import main; "
             f"main(['run', '--policy', 'cqb_opt', '--seed', '0', '--horizon', '20', '--out', r'{tmp_path / 'r.npz'}']); "
-            "print(sorted(m for m in ('snakemake', 'scipy', 'pandas', 'matplotlib', 'jsonschema') if m in sys.modules))")
+            f"print(sorted(m for m in {HEAVY_MODULES!r} if m in sys.modules))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0 and result.stdout.strip() == "[]", result.stdout + result.stderr
+
+
+def test_cli_parsing_imports_neither_numpy_nor_the_policies():
+    # numpy must load after run() pins the BLAS threads; the policy listing only for --help
+    code = ("import sys; from cqb.cli import build_parser; "
+            "build_parser().parse_args(['run', '--policy', 'cqb_opt', '--seed', '0', '--out', 'x.npz']); "
+            "print(sorted(m for m in ('numpy', 'cqb.policies', 'importlib.metadata') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0 and result.stdout.strip() == "[]", result.stdout + result.stderr
+
+
+def test_cli_run_uses_one_blas_thread_without_threadpoolctl(tmp_path):
+    """The environment variables set before numpy loads must do what
+    threadpool_limits(1, "blas") did: every BLAS library numpy loaded runs one
+    thread, whatever the caller's environment said."""
+    code = ("import sys; from cqb.cli import main; "
+            f"main(['run', '--policy', 'cqb_opt', '--seed', '0', '--horizon', '20', '--out', r'{tmp_path / 'r.npz'}']); "
+            "assert 'threadpoolctl' not in sys.modules; "
+            "from threadpoolctl import threadpool_info; "
+            "print(sorted({(i['internal_api'], i['num_threads']) for i in threadpool_info() if i['user_api'] == 'blas'}))")
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr
+    found = eval(result.stdout)
+    assert found and all(threads == 1 for _, threads in found), found
+
+
+def test_cli_run_after_numpy_is_imported_limits_blas_with_threadpoolctl(tmp_path, monkeypatch, capsys):
+    # numpy is imported in this process, so the environment is too late
+    import cqb.simulate
+
+    limits = []
+    real = cqb.simulate._one_blas_thread
+    monkeypatch.setattr(cqb.simulate, "_one_blas_thread", lambda: limits.append(1) or real())
+    assert main(["run", "--policy", "random", "--seed", "0", "--horizon", "5", "--out", str(tmp_path / "r.npz")]) == 0
+    assert limits == [1]

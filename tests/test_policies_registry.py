@@ -26,8 +26,9 @@ SRC = Path(policies.__file__).parents[2]
 # ---------------------------------------------------------------- lazy plugins
 
 
-def test_import_does_not_scan_entry_points_and_the_first_lookup_does_once():
+def test_builtin_lookups_do_not_scan_entry_points_and_the_first_listing_or_miss_does_once():
     script = textwrap.dedent("""
+        import sys
         import importlib.metadata as metadata
         calls = []
         real = metadata.entry_points
@@ -38,9 +39,20 @@ def test_import_does_not_scan_entry_points_and_the_first_lookup_does_once():
         metadata.entry_points = counting
         import cqb.policies, cqb.simulate
         assert calls == [], calls
-        cqb.policies.get_spec("cqb_opt")
+        # what a simulation job of a built-in policy does: no scan
+        for name in cqb.policies.registry.BUILTIN_ORDER:
+            cqb.policies.get_spec(name); cqb.policies.policy_parameters(name)
+            assert name in cqb.policies.POLICIES and cqb.policies.DISPLAY_NAMES[name]
+        cqb.simulate.simulate({"kind": "synthetic", "n_servers": 2, "dim": 2, "arrival_rate": 0.5,
+                               "slack": 0.1}, "cqb_opt", None, 5, 0)
+        assert calls == [], calls
+        # a name that is not built in: one scan, then none
+        try:
+            cqb.policies.get_spec("no_such_policy")
+        except ValueError:
+            pass
         assert calls == [1], calls
-        cqb.policies.registered_policies(); cqb.policies.policy_parameters("q_ucb"); list(cqb.policies.POLICIES)
+        cqb.policies.registered_policies(); list(cqb.policies.POLICIES); "other" in cqb.policies.POLICIES
         assert calls == [1], calls
         print("ok")
     """)
@@ -48,6 +60,22 @@ def test_import_does_not_scan_entry_points_and_the_first_lookup_does_once():
                           env={"PYTHONPATH": str(SRC), "PATH": ""})
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+@pytest.mark.parametrize("listing", [
+    lambda: policies.registered_policies(),
+    lambda: list(policies.POLICIES),
+    lambda: len(policies.DISPLAY_NAMES),
+    lambda: "not_built_in" in policies.POLICIES,
+])
+def test_listings_and_misses_scan_the_entry_points(monkeypatch, listing):
+    calls = []
+    monkeypatch.setattr("importlib.metadata.entry_points", lambda group=None: calls.append(group) or [])
+    monkeypatch.setattr(registry, "_plugins_loaded", False)
+    policies.get_spec("cqb_opt")
+    assert calls == []
+    listing()
+    assert calls == ["cqb.policies"]
 
 
 def _lookups():
@@ -118,13 +146,16 @@ def test_builtin_listing_order_is_unchanged():
         "random", "oracle", "cqb_eps", "cqb_opt", "cqb_eps_opt", "cqb_ts", "q_ucb", "q_ths", "cqb_eta2"]
 
 
-def test_a_broken_installed_plugin_fails_every_lookup(monkeypatch):
+def test_a_broken_installed_plugin_fails_every_listing_but_not_a_builtin_lookup(monkeypatch):
     monkeypatch.setattr("importlib.metadata.entry_points",
                         lambda group=None: [EntryPoint("broken", "no_such_module_here", group)])
     monkeypatch.setattr(registry, "_plugins_loaded", False)
     for _ in range(2):  # not silently missing after the first failure
         with pytest.raises(ImportError, match="'broken'"):
-            policies.get_spec("cqb_opt")
+            policies.registered_policies()
+        with pytest.raises(ImportError, match="'broken'"):
+            policies.get_spec("maybe_the_plugins_policy")
+    assert policies.get_spec("cqb_opt").name == "cqb_opt"  # never scans
 
 
 # ---------------------------------------------------------------- typed checks

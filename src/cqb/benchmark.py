@@ -1,18 +1,29 @@
 """Benchmark of the simulation core (not a test: timings depend on the machine).
 
 Usage: cqb benchmark [--repeats 3] [--out docs/benchmarks.md]   (or python -m cqb.benchmark)
+       cqb benchmark --startup [--startup-runs 20] [--startup-baseline OLD/src]
 
 Measures, for every policy, the wall time of one run (policy only; the trace
 and the oracle excluded) at the base instance (K = 5, d = 5, λ = 0.7, ϵ = 0.1,
 T = 5000) and at an MNIST-sized pool instance (K = 10, d = 49, λ = 0.15,
 T = 4000), then the per-round cost of CQB-Opt against queue length and d.
+
+``--startup`` measures a `cqb run` job's start-up instead (see
+:func:`startup_times`), optionally beside another checkout's source.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -60,9 +71,96 @@ def per_round_cost(queue_length, dim, n_servers=5, rounds=300):
     return (time.perf_counter() - started) / rounds
 
 
+# What the console script `cqb` runs (without its argv[0] clean-up).
+CLI_SCRIPT = "import sys; from cqb.cli import main; sys.exit(main())"
+STARTUP_RUN = ["run", "--policy", "cqb_opt", "--seed", "0", "--horizon", "2"]
+LOOP_START_LINE = "cqb: loop start "
+
+
+def startup_times(sources: dict[str, Path], runs: int = 20, out_dir: Path | None = None) -> dict:
+    """Wall times of `cqb run --policy cqb_opt --seed 0 --horizon 2` as a new
+    process, ``runs`` times for each labelled source directory (put first on
+    PYTHONPATH), interleaved so that load changes hit every source alike.
+
+    Per label: "process" (seconds from spawning to exit), "cpu" (its user +
+    system CPU seconds, less sensitive to the machine's load) and "loop_start"
+    (seconds from spawning to the start of the first simulation loop, from the
+    CQB_REPORT_LOOP_START probe of cqb.simulate.run_policy; empty when that
+    source has no probe). One untimed run per source first writes its bytecode
+    caches, as a pipeline job finds them; PYTHONDONTWRITEBYTECODE is dropped
+    for that reason."""
+    from .simulate import LOOP_START_PROBE
+
+    times = {label: {"process": [], "cpu": [], "loop_start": []} for label in sources}
+    with tempfile.TemporaryDirectory() as scratch:
+        out = Path(out_dir or scratch) / "startup.npz"
+        environments = {}
+        for label, src in sources.items():
+            env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+            env.update(PYTHONPATH=str(Path(src).resolve()), **{LOOP_START_PROBE: "1"})
+            environments[label] = env
+        command = [sys.executable, "-c", CLI_SCRIPT, *STARTUP_RUN, "--out", str(out)]
+        for repeat in range(runs + 1):
+            for label in sources:
+                cpu_before = _children_cpu()
+                spawned, started = time.time(), time.perf_counter()
+                done = subprocess.run(command, env=environments[label], capture_output=True, text=True)
+                elapsed = time.perf_counter() - started
+                cpu = _children_cpu() - cpu_before
+                if done.returncode != 0:
+                    raise RuntimeError(f"{label}: cqb run failed: {done.stderr.strip()}")
+                if repeat == 0:
+                    continue  # the warm-up run
+                times[label]["process"].append(elapsed)
+                times[label]["cpu"].append(cpu)
+                probes = [line for line in done.stderr.splitlines() if line.startswith(LOOP_START_LINE)]
+                if probes:
+                    times[label]["loop_start"].append(float(probes[0][len(LOOP_START_LINE):]) - spawned)
+    return times
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def startup_table(times: dict, load_before: tuple, load_after: tuple) -> str:
+    def cells(values):
+        if not values:
+            return "no probe | no probe"
+        return f"{statistics.median(values):.3f} s | {min(values):.3f} s"
+
+    runs = max(len(entry["process"]) for entry in times.values())
+    lines = [f"`cqb {' '.join(STARTUP_RUN)} --out …` as a new process, {runs} runs per source, "
+             f"interleaved; Python {platform.python_version()}; load average (1, 5, 15 min) "
+             f"{', '.join(f'{x:.2f}' for x in load_before)} before, "
+             f"{', '.join(f'{x:.2f}' for x in load_after)} after", "",
+             "| source | process: median | process: min | to the first round: median "
+             "| to the first round: min | CPU of the process: median |",
+             "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    for label, entry in times.items():
+        lines.append(f"| {label} | {cells(entry['process'])} | {cells(entry['loop_start'])} "
+                     f"| {statistics.median(entry['cpu']):.3f} s |")
+    return "\n".join(lines) + "\n"
+
+
+def startup_main(args) -> str:
+    sources = {"this checkout": Path(__file__).resolve().parents[1]}
+    if args.startup_baseline:
+        sources = {f"baseline {args.startup_baseline}": Path(args.startup_baseline), **sources}
+    load_before = os.getloadavg()
+    times = startup_times(sources, args.startup_runs)
+    return startup_table(times, load_before, os.getloadavg())
+
+
 def add_arguments(parser):
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", help="write the Markdown tables here as well")
+    parser.add_argument("--startup", action="store_true",
+                        help="measure a `cqb run` job's start-up instead of the simulation core")
+    parser.add_argument("--startup-runs", type=int, default=20)
+    parser.add_argument("--startup-baseline", metavar="SRC",
+                        help="another checkout's src/ directory, measured beside this one")
 
 
 def main(args=None):
@@ -70,6 +168,12 @@ def main(args=None):
         parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
         add_arguments(parser)
         args = parser.parse_args()
+    if args.startup:
+        text = startup_main(args)
+        if args.out:
+            Path(args.out).write_text(text)
+        print(text)
+        return
 
     lines = [f"cqb {__version__}, Python {platform.python_version()}, numpy {np.__version__}, "
              f"{platform.machine()}; best of {args.repeats} runs, wall time of the policy's loop", ""]

@@ -18,11 +18,31 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
 
 from . import __version__
+
+# Start-up of a `cqb run` job (docs/benchmarks.md, "Job start-up"): this module
+# imports only the standard library; numpy, the policies and the rest load in
+# the command that needs them.
+
+# Read by the BLAS library numpy loads, when it loads it: OpenBLAS (numpy's
+# wheels), MKL and BLIS, the BLAS libraries of threadpoolctl's user_api="blas".
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
+
+
+def pin_blas_to_one_thread() -> bool:
+    """One BLAS thread for this process, set through the environment before
+    numpy is imported: what simulate() would otherwise do with threadpoolctl,
+    whose import and library scan cost ~10 ms of every job's start-up. False
+    (and nothing set) when numpy is already imported and it is too late."""
+    if "numpy" in sys.modules:
+        return False
+    os.environ.update(dict.fromkeys(BLAS_THREAD_VARIABLES, "1"))
+    return True
 
 
 def _parse_value(text: str):
@@ -65,14 +85,25 @@ def policy_defaults_markdown() -> str:
     return "\n".join(lines)
 
 
+class _ListingParser(argparse.ArgumentParser):
+    """An epilog given as a function is built only when the help is printed:
+    the policy listing imports every policy and the installed plugins, which
+    parsing a `cqb run` command line must not pay for."""
+
+    def format_help(self):
+        if callable(self.epilog):
+            self.epilog = self.epilog()
+        return super().format_help()
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _ListingParser(
         prog="cqb",
         description="Contextual queueing bandits: simulate one policy against the oracle "
                     "on common random numbers.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="policies (name, display name, parameters with defaults; null = derived):\n"
-               + _policy_listing())
+        epilog=lambda: "policies (name, display name, parameters with defaults; null = derived):\n"
+                       + _policy_listing())
     parser.add_argument("--version", action="version", version=f"cqb {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -82,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser(
         "run", help="simulate one (instance, policy, seed) and write an .npz run file",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="policies:\n" + _policy_listing())
+        epilog=lambda: "policies:\n" + _policy_listing())
     run.add_argument("--policy", required=True, help="policy name (see `cqb policies`)")
     run.add_argument("--seed", type=int, required=True, help="root of the seed tree")
     run.add_argument("--horizon", type=int, default=5000, help="number of rounds T (default 5000)")
@@ -104,6 +135,11 @@ def build_parser() -> argparse.ArgumentParser:
     benchmark = commands.add_parser("benchmark", help="time the simulation core (not a test)")
     benchmark.add_argument("--repeats", type=int, default=3)
     benchmark.add_argument("--out", help="write the Markdown tables here as well")
+    benchmark.add_argument("--startup", action="store_true",
+                           help="time a `cqb run` job's start-up instead (docs/benchmarks.md)")
+    benchmark.add_argument("--startup-runs", type=int, default=20, help="runs per source (default 20)")
+    benchmark.add_argument("--startup-baseline", metavar="SRC",
+                           help="another checkout's src/ directory, timed beside this one")
     tables = commands.add_parser("tables", help="Markdown tables of docs/beyond.md from the pipeline's tables")
     tables.add_argument("results", nargs="?", default="results")
     tables.add_argument("figures", nargs="?", default="figures")
@@ -142,8 +178,8 @@ def _instance_spec(args) -> dict:
 
 
 def run(args) -> int:
+    blas_pinned = pin_blas_to_one_thread()  # before anything imports numpy
     from .code_hash import simulation_code_hash
-    from .io import save_run
     from .simulate import simulate
 
     out = Path(args.out)
@@ -162,7 +198,8 @@ def run(args) -> int:
             print(f"cqb {__version__} code {code_hash}: {args.policy} {json.dumps(params, sort_keys=True)} "
                   f"on {json.dumps(spec, sort_keys=True)}, T = {args.horizon}, seed {args.seed}",
                   file=sys.stderr, flush=True)
-        result = simulate(spec, args.policy, params, args.horizon, args.seed)
+        result = simulate(spec, args.policy, params, args.horizon, args.seed,
+                          blas_threads_pinned=blas_pinned)
     except (ValueError, TypeError) as error:  # bad input: one line, no traceback
         print(f"cqb: error: {error}", file=sys.stderr)
         return 2
@@ -171,6 +208,8 @@ def run(args) -> int:
         return 2
     if args.code_hash:
         result.metadata["workflow_code_hash"] = args.code_hash
+    from .io import save_run  # after the simulation: its imports are not start-up
+
     save_run(out, result)  # atomic: a killed run leaves no partial output
     print(f"{args.policy} seed {args.seed}: Q(T) = {int(result.queue[-1])}, "
           f"Q*(T) = {int(result.oracle_queue[-1])}, {time.perf_counter() - started:.2f} s, wrote {out}",

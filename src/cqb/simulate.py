@@ -13,11 +13,14 @@ regret estimate.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
+import sys
+import time
 from dataclasses import asdict, dataclass, field, is_dataclass
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 from . import __version__
 from .instances import Instance, check_positive_int, instance_from_spec
@@ -49,6 +52,11 @@ class PolicyRun:
     departures: np.ndarray  # (T,) bool: D(t)
 
 
+# Set (to anything) by the start-up benchmark (cqb.benchmark.startup_times): run_policy
+# then prints the wall-clock time at which its loop starts to stderr.
+LOOP_START_PROBE = "CQB_REPORT_LOOP_START"
+
+
 def run_policy(policy, trace: Trace, record: dict | None = None) -> PolicyRun:
     """Play one policy on a trace.
 
@@ -72,6 +80,8 @@ def run_policy(policy, trace: Trace, record: dict | None = None) -> PolicyRun:
     recording = record is not None
     if recording:
         record.update(arrivals=arrivals, rounds=[], new_arrival=[], jobs=[], service=[])
+    if os.environ.get(LOOP_START_PROBE):  # once per run, outside the loop
+        print(f"cqb: loop start {time.time():.6f}", file=sys.stderr, flush=True)
     for t in range(1, horizon + 1):
         queue_length[t - 1] = length
         if length:
@@ -132,11 +142,14 @@ def play(instance: Instance, trace: Trace, policy_name: str, policy_params: dict
 
 
 def simulate(instance_spec: dict | Instance, policy: str, policy_params: dict | None,
-             horizon: int, seed: int, record: dict | None = None) -> RunResult:
+             horizon: int, seed: int, record: dict | None = None, *,
+             blas_threads_pinned: bool = False) -> RunResult:
     """One run: the policy and the oracle on the same trace of ``seed``.
 
     ``record``, if a dict, gets "policy" and "oracle": what each run consumed
-    (see :func:`play`), so a test can check that both faced the same trace."""
+    (see :func:`play`), so a test can check that both faced the same trace.
+    ``blas_threads_pinned``: the caller set BLAS to one thread before numpy
+    was imported (cqb.cli.pin_blas_to_one_thread), so threadpoolctl is not needed."""
     get_spec(policy)  # unknown names fail before any work
     check_positive_int("horizon", horizon)
     seed = check_seed(seed)
@@ -148,7 +161,7 @@ def simulate(instance_spec: dict | Instance, policy: str, policy_params: dict | 
     # One BLAS thread: the matrices are small (d ≤ a few hundred) and a run is
     # one single-threaded job; multithreaded BLAS on a loaded machine was
     # measured 10× slower at d = 120.
-    with threadpool_limits(limits=1, user_api="blas"):
+    with contextlib.nullcontext() if blas_threads_pinned else _one_blas_thread():
         policy_record = oracle_record = None
         if record is not None:
             policy_record, oracle_record = record.setdefault("policy", {}), record.setdefault("oracle", {})
@@ -170,6 +183,12 @@ def simulate(instance_spec: dict | Instance, policy: str, policy_params: dict | 
         "package_version": __version__,
     }
     return RunResult(run.queue, oracle.queue, run.gap, run.explored, _json_safe(metadata))
+
+
+def _one_blas_thread():
+    from threadpoolctl import threadpool_limits  # here: `cqb run` pins BLAS without it
+
+    return threadpool_limits(limits=1, user_api="blas")
 
 
 def _json_safe(value):

@@ -16,7 +16,8 @@ where ``MyParams`` is a dataclass of its parameters with defaults.
 Modules: ``registry`` (names, parameter resolution, entry-point plugins),
 ``parameters`` (PolicyEnv and the parameter dataclasses), ``optimistic`` (the
 CQB family), ``baselines`` (Random, the oracle, Q-UCB, Q-ThS). Importing this
-package registers the built-in policies; plugins load on the first lookup.
+package registers the built-in policies; plugins load on the first listing
+or the first lookup of a name that is not built in.
 """
 
 from .baselines import OraclePolicy, QueueBanditPolicy, RandomPolicy
