@@ -34,7 +34,11 @@ def test_fig7_smoke_builds_grid_table_and_summary(fig7_smoke):
         assert (figures / name).stat().st_size > 0, name
     table = pd.read_csv(figures / "fig7.tsv", sep="\t")
     cells = table.drop_duplicates(["dataset", "column"])
-    assert {"default", "assumptions", "sqrt_d"} <= set(cells["column"])
+    assert {"default", "assumptions", "sqrt_d", "C0p1", "C10", "intercept", "standardised",
+            "T16000"} <= set(cells["column"])
+    # the longer horizon runs at the smoke's T for that column, not the default cells' T
+    longer, default = cells[cells["column"] == "T16000"], cells[cells["column"] == "default"]
+    assert len(longer) == 3 and (longer["horizon"] == 600).all() and (default["horizon"] == 300).all()
     assert set(cells["verdict"]) <= {"holds", "does not hold", "inconclusive"}
     # the construction meeting the assumptions has slack ≥ 0.05 on every dataset
     assumptions = cells[cells["column"] == "assumptions"]
@@ -54,3 +58,11 @@ def test_variant_pools_leave_the_default_pools_untouched(fig7_smoke):
     assert grouped["instance"]["K"] == 5
     drop = json.loads((processed / "variants" / "coupon-coupon_drop" / "report.json").read_text())
     assert drop["instance"]["d"] == 109
+    intercept = json.loads((processed / "variants" / "heart_disease-intercept" / "report.json").read_text())
+    assert intercept["instance"]["d"] == default_heart_dim(processed) + 1  # the constant feature
+    standardised = json.loads((processed / "variants" / "coupon-standardised" / "report.json").read_text())
+    assert standardised["instance"]["scaling"] == "standardise"
+
+
+def default_heart_dim(processed):
+    return json.loads((processed / "heart_disease" / "report.json").read_text())["instance"]["d"]

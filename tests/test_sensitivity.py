@@ -213,6 +213,10 @@ def test_every_grid_cell_of_the_config_has_its_best_claim_and_uses_the_evaluatio
         assert {seed for curve in plan.curves[c.experiment] for seed in curve.seeds} == set(range(10))
         labels = {label for label, _ in c.policies}
         assert len(labels) == 7, c.experiment  # the seven policies of the brief, oracle excluded
+        claimed = next(curve for curve in plan.curves[c.experiment] if curve.base_label == c.spec.policies[0])
+        assert claimed.params["tau"] == c.horizon // 10, c.experiment  # τ = T/10 (the paper's rule)
+    assert {c.column for c in cells} >= {"C0p1", "C10", "intercept", "standardised", "T16000"}
+    assert {c.horizon for c in cells if c.column == "T16000"} == {16000}
     sqrt_d = next(c for c in cells if c.experiment == "mnist_sqrt_d")
     assert sqrt_d.norm_bound == pytest.approx(7.0)
     per_server = [c for c in cells if c.column == "per_server_S"]
