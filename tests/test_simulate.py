@@ -217,6 +217,40 @@ def test_pool_instance_from_file(tmp_path):
     assert result.metadata["policy_params"]["tau"] == 20
 
 
+def test_pool_instance_summary_lists_every_field():
+    theta = np.array([[2.0, 0.0], [0.0, -1.0], [0.5, 0.5]])
+    instance = pool_instance(theta, np.eye(2), 0.4, slack=0.05, description={"source": "test"})
+    assert instance.summary() == {"kind": "pool", "n_servers": 3, "dim": 2, "arrival_rate": 0.4, "slack": 0.05,
+                                  "theta_max_norm": 2.0, "norm_bound": 2.0, "accept_rate": None,
+                                  "source": "test", "pool_size": 2}
+
+
+def test_pool_of_float32_or_integers_becomes_the_same_float64_instance():
+    contexts = np.array([[0.5, 0.5], [1.0, 0.0]])  # exact in float32
+    reference = pool_instance(np.array([[1.0, -2.0]]), contexts, 0.5)
+    for cast in (np.float32, np.int64):
+        other = pool_instance(np.array([[1, -2]], dtype=cast), contexts.astype(np.float32) if cast is np.float32
+                              else np.array([[0, 1], [1, 0]]), 0.5)
+        assert other.theta.dtype == other.pool.dtype == np.float64
+        np.testing.assert_array_equal(other.theta, reference.theta)
+        np.testing.assert_array_equal(other.pool, contexts if cast is np.float32 else [[0, 1], [1, 0]])
+    # the norm tolerance is inclusive: a row of norm exactly 1 + 1e-9 is accepted
+    pool_instance(np.ones((1, 2)), np.array([[0.0, 1 + 1e-9]]), 0.5)
+
+
+def test_pool_file_without_contexts_or_theta_is_refused_by_name(tmp_path):
+    np.savez(tmp_path / "pool.npz", contexts=np.eye(2))
+    with pytest.raises(ValueError, match=r"pool\.npz lacks \['theta'\]"):
+        instance_from_spec({"kind": "pool", "pool": str(tmp_path / "pool.npz"), "arrival_rate": 0.3}, stream(0, "instance"))
+
+
+def test_pool_file_holding_pickled_objects_is_not_unpickled(tmp_path):
+    np.savez(tmp_path / "pool.npz", contexts=np.array([np.eye(2)[0], np.eye(2)[1]], dtype=object),
+             theta=np.ones((1, 2)))
+    with pytest.raises(ValueError, match="allow_pickle"):
+        instance_from_spec({"kind": "pool", "pool": str(tmp_path / "pool.npz"), "arrival_rate": 0.3}, stream(0, "instance"))
+
+
 # -------------------------------------------------------------------- policies' exploration
 
 
