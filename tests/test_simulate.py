@@ -3,6 +3,7 @@ import math
 import numpy as np
 import pytest
 
+import cqb
 from cqb.instances import instance_from_spec, pool_instance, synthetic_instance
 from cqb.io import load_run, save_run
 from cqb.policies import POLICIES, PolicyEnv, make_policy
@@ -503,3 +504,59 @@ def test_plugin_policies_register_through_entry_points(tmp_path, monkeypatch):
     broken = EntryPoint("broken", "no_such_module_here", "cqb.policies")
     with pytest.raises(ImportError, match="broken"):
         load_plugin_policies([broken])
+
+
+# -------------------------------------------------------------------- loop and metadata details
+
+
+def test_queue_buffer_holds_an_arrival_every_round_with_no_service():
+    from cqb.simulate import Trace
+
+    horizon = 12
+    contexts = np.tile([[1.0, 0.0]], (horizon, 1))
+    trace = Trace(np.ones(horizon, bool), contexts, np.ones(horizon), np.full((horizon, 2), 0.5))
+    policy, _ = make_policy("random", PolicyEnv(2, 2, horizon, 0.5, 0.1), contexts, stream(0, "policy"))
+    run = run_policy(policy, trace)
+    np.testing.assert_array_equal(run.queue, np.arange(horizon))  # Q(t) = t − 1: nothing ever leaves
+    assert run.queue.dtype == np.int64 and not run.departures.any()
+
+
+def test_run_metadata_names_every_field():
+    result = simulate(BASE, "random", None, 50, 3)
+    assert result.queue.dtype == result.oracle_queue.dtype == np.int64
+    metadata = result.metadata
+    assert set(metadata) == {"policy", "policy_params", "instance_spec", "instance", "seed", "horizon", "arrivals",
+                             "package_version"}
+    assert (metadata["policy"], metadata["seed"], metadata["horizon"]) == ("random", 3, 50)
+    assert metadata["instance_spec"] == BASE and metadata["package_version"] == cqb.__version__
+
+
+def test_json_safe_converts_nested_numpy_values_and_non_finite_floats():
+    from cqb.simulate import _json_safe
+
+    assert _json_safe({"a": [np.float64(1.5), float("nan"), 2.5], 1: (np.int64(2), float("inf"))}) == {
+        "a": [1.5, None, 2.5], "1": [2, None]}
+
+
+def test_params_resolved_to_a_mapping_are_recorded_as_a_dict():
+    from dataclasses import dataclass
+
+    from cqb.policies import registry
+
+    @dataclass(frozen=True)
+    class MappingParams:
+        width: int = 2
+
+        def resolve(self, env):
+            return {"width": self.width, "horizon": env.horizon}
+
+    name = "test_mapping_params"
+    policies_random = registry.get_spec("random").factory
+    registry.register_policy(name, "Mapping params", MappingParams)(
+        lambda env, contexts, rng, params: policies_random(env, contexts, rng, None))
+    try:
+        result = simulate(BASE, name, {"width": 5}, 30, 0)
+    finally:
+        registry._specs.pop(name)
+        registry._display_names.pop(name)
+    assert result.metadata["policy_params"] == {"width": 5, "horizon": 30}
