@@ -288,3 +288,70 @@ def test_rate_tables_mark_an_empty_horizon_list_with_a_dash():
     _, slopes = rate_tables(runs[runs["horizon"] >= 10000], bootstrap=100)
     assert slopes["horizons_used"].tolist() == ["-", "-"]
     assert slopes["horizons_dropped"].tolist() == ["10000 100000"] * 2
+
+
+# ---------------------------------------------------------------- power table and its command line
+
+
+def _pilot_runs():
+    rows = []
+    values = {(100, "b"): [3.0, 2.0, 4.0], (1000, "b"): [1.0, 1.5, 0.5], (10000, "b"): [0.0, 0.0, 0.0],
+              (100, "a"): [2.0, 2.0, 2.5, 9.0], (1000, "a"): [1.0, 1.2, 0.8]}
+    for (horizon, experiment), tails in values.items():
+        for seed, tail in enumerate(tails):
+            rows.append({"experiment": experiment, "policy": "cqb_opt", "horizon": horizon, "seed": seed,
+                         "tail_regret": tail, "stalled": tail > 5})
+    return pd.DataFrame(rows)
+
+
+def test_power_table_row_by_row():
+    from cqb.rates import power_table, predicted_half_width
+
+    cost = {100: 1.0, 1000: 3.0}.get
+    table = power_table(_pilot_runs(), 0.2, min_seeds=4, configured={"b": {100: 6, 1000: 7, 10000: 8}}, cost=cost)
+    assert table["experiment"].tolist() == ["b", "a"]  # the runs' order, not sorted
+    b, a = table.to_dict("records")
+    pilot = {100: np.array([3.0, 2.0, 4.0]), 1000: np.array([1.0, 1.5, 0.5])}
+    seeds = seeds_for_slope_width(pilot, 0.2, cost=cost, min_seeds=4)
+    assert seeds == {100: 8, 1000: 7}  # above min_seeds, shaped by the cost
+    assert b == {"experiment": "b", "policy": "cqb_opt", "pilot_runs": 9, "horizons_left_out": "10000",
+                 "relative_variance": f"100:{relative_variance(pilot[100]):.2f} 1000:{relative_variance(pilot[1000]):.2f}",
+                 "seeds_needed": f"100:{seeds[100]} 1000:{seeds[1000]}",
+                 "cpu_seconds_needed": seeds[100] * 1.0 + seeds[1000] * 3.0,
+                 "seeds_configured": "100:6 1000:7", "cpu_seconds_configured": 6 * 1.0 + 7 * 3.0,
+                 "predicted_half_width": predicted_half_width(pilot, {100: 6, 1000: 7})}
+    assert a["horizons_left_out"] == "-" and a["pilot_runs"] == 7
+    assert math.isnan(a["seeds_configured"])  # experiment a has no configured seeds
+
+
+def test_power_table_needs_three_converged_runs_and_a_positive_mean():
+    from cqb.rates import power_table
+
+    runs = _pilot_runs()
+    runs = runs[~((runs["experiment"] == "b") & (runs["horizon"] == 1000) & (runs["seed"] == 2))]  # two left
+    row = power_table(runs[runs["experiment"] == "b"], 0.5).to_dict("records")[0]
+    assert row["horizons_left_out"] == "1000 10000" and "seeds_needed" not in row
+
+
+def test_configured_seeds_and_run_cost():
+    from cqb.rates import configured_seeds, run_cost
+
+    config = {"experiments": {"e": {"seeds": 10, "seeds_by_horizon": {"2000": 30}, "sweep": {"horizon": [500, 2000]}}}}
+    assert configured_seeds(config, ["e"]) == {"e": {500: 10, 2000: 30}}
+    assert run_cost(2000) == pytest.approx(0.9 + 0.075 * 2)
+    assert run_cost(1000, startup=0.0, per_thousand_rounds=2.0) == 2.0
+
+
+def test_power_analysis_command_line(tmp_path, capsys):
+    from cqb.rates import main
+
+    assert main([]) == 2 and "usage: python -m cqb.rates" in capsys.readouterr().err
+    runs = _pilot_runs()
+    runs["stalled"] = runs["stalled"].map({True: "True", False: "False"})
+    runs.to_csv(tmp_path / "pilot.tsv", sep="\t", index=False)
+    (tmp_path / "config.yaml").write_text("experiments:\n  b:\n    seeds: 6\n    sweep: {horizon: [100, 1000, 10000]}\n")
+    assert main([str(tmp_path / "pilot.tsv"), str(tmp_path / "config.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split()[:4] == ["experiment", "policy", "pilot_runs", "horizons_left_out"]
+    assert "100:6 1000:6" in out and "10000" in out
+    assert "100:0.02" in out  # experiment a's stalled run (tail 9.0, flag "True") left out of its pilot
