@@ -60,3 +60,30 @@ def test_a_non_integer_tau_given_to_the_dataclass_directly_is_refused():
     # resolve_params checks types first; the dataclass's own check is the last line
     with pytest.raises(ValueError, match=rf"^tau {ROUNDS} 12.5$"):
         EpsilonParams(tau=12.5).resolve(SLACK)
+
+
+def test_estimator_config_carries_every_field():
+    from cqb.estimation import EstimatorConfig
+    from cqb.policies import EstimatorParams
+
+    values = dict(reg=0.5, kappa=3.0, delta=0.02, norm_bound=2.0, projection="euclidean", design_reg="plain",
+                  newton_tol=1e-5, newton_max_iter=7, refit_growth=0.4, refit_min_samples=3)
+    assert EstimatorParams(**values).estimator_config() == EstimatorConfig(**values)
+
+
+def test_estimator_defaults_resolve_from_the_instance():
+    from cqb.policies import EstimatorParams
+
+    resolved = EstimatorParams().resolve(SLACK)
+    assert resolved.delta == 1 / 10_000 and resolved.norm_bound == 2 ** 0.5  # 1/T and √d
+    stated = PolicyEnv(n_servers=2, dim=2, horizon=10_000, arrival_rate=0.5, slack=0.1, norm_bound=2.5)
+    assert EstimatorParams().resolve(stated).norm_bound == 2.5
+    assert EstimatorParams(bonus_scale=0).resolve(SLACK).bonus_scale == 0
+
+
+@pytest.mark.parametrize("bonus_scale", [-1.0, float("inf")])
+def test_bonus_scale_must_be_finite_and_non_negative(bonus_scale):
+    from cqb.policies import EstimatorParams
+
+    with pytest.raises(ValueError, match=rf"^bonus_scale must be a non-negative number, got {bonus_scale!r}$"):
+        EstimatorParams(bonus_scale=bonus_scale).resolve(SLACK)
