@@ -519,6 +519,7 @@ def test_queue_buffer_holds_an_arrival_every_round_with_no_service():
     run = run_policy(policy, trace)
     np.testing.assert_array_equal(run.queue, np.arange(horizon))  # Q(t) = t − 1: nothing ever leaves
     assert run.queue.dtype == np.int64 and not run.departures.any()
+    assert run.explored.dtype == run.departures.dtype == bool
 
 
 def test_run_metadata_names_every_field():
