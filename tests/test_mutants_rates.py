@@ -355,3 +355,14 @@ def test_power_analysis_command_line(tmp_path, capsys):
     assert out.splitlines()[0].split()[:4] == ["experiment", "policy", "pilot_runs", "horizons_left_out"]
     assert "100:6 1000:6" in out and "10000" in out
     assert "100:0.02" in out  # experiment a's stalled run (tail 9.0, flag "True") left out of its pilot
+
+
+def test_power_analysis_command_line_without_config_reads_0_1_stall_flags(tmp_path, capsys):
+    from cqb.rates import main
+
+    runs = _pilot_runs()
+    runs["stalled"] = runs["stalled"].astype(int)
+    runs.to_csv(tmp_path / "pilot.tsv", sep="\t", index=False)
+    assert main([str(tmp_path / "pilot.tsv")]) == 0
+    out = capsys.readouterr().out
+    assert "100:0.02" in out and "seeds_configured" not in out
