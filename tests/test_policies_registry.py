@@ -277,3 +277,48 @@ def test_string_annotations_of_an_unimported_module_resolve_to_builtins(string_a
     with pytest.raises(ValueError, match=r"^parameter size of policy .* must be an integer, got 'x'$"):
         policies.resolve_params(name, {"size": "x"}, ENV)
     policies.resolve_params(name, {"count": 2.5}, ENV)  # "Count" does not resolve: unchecked
+
+
+def test_a_registered_spec_keeps_its_display_name_and_truth_flag_and_gets_every_argument():
+    name, calls = "test_truth_plugin", []
+    policies.register_policy(name, "Needs truth", policies.NoParams, needs_truth=True)(
+        lambda *args, **kwargs: calls.append((args, kwargs)) or "policy")
+    try:
+        spec = policies.get_spec(name)
+        assert (spec.display_name, spec.needs_truth) == ("Needs truth", True)
+        contexts, rng, truth = np.eye(2), np.random.default_rng(0), np.full((2, 2), 0.5)
+        assert policies.make_policy(name, ENV, contexts, rng, true_means=truth) == ("policy", policies.NoParams())
+        ((args, kwargs),) = calls
+        assert args[0] is ENV and args[1] is contexts and args[2] is rng and args[3] == policies.NoParams()
+        assert kwargs == {"true_means": truth}
+    finally:
+        registry._specs.pop(name)
+        registry._display_names.pop(name)
+
+
+def test_unknown_policy_and_parameter_messages():
+    with pytest.raises(ValueError) as error:
+        policies.get_spec("nope")
+    assert str(error.value) == f"unknown policy 'nope'; known policies: {', '.join(sorted(registry._specs))}"
+    with pytest.raises(ValueError) as error:
+        policies.resolve_params("q_ucb", {"explore": 1, "zeta": 2}, ENV)
+    assert str(error.value) == ("unknown parameter(s) ['explore', 'zeta'] for policy 'q_ucb'; "
+                                "its parameters: ['explore_constant']")
+    with pytest.raises(ValueError) as error:
+        policies.resolve_params("random", {"x": 1}, ENV)
+    assert str(error.value) == "unknown parameter(s) ['x'] for policy 'random'; its parameters: none"
+
+
+def test_make_policy_hands_the_oracle_the_truth_and_refuses_without_it():
+    contexts = np.array([[1.0, 0.0], [0.0, 1.0]])
+    with pytest.raises(ValueError, match=r"^policy 'oracle' needs the true service probabilities$"):
+        policies.make_policy("oracle", ENV, contexts, np.random.default_rng(0))
+    truth = np.array([[0.2, 0.9], [0.6, 0.1]])
+    oracle, resolved = policies.make_policy("oracle", ENV, contexts, np.random.default_rng(0), true_means=truth)
+    assert resolved == policies.NoParams()
+    assert oracle.choose(1, np.array([0, 1]), True)[:2] == (0, 1)  # job 0 at server 1: the best pair
+
+
+def test_every_given_parameter_is_type_checked_after_an_unchecked_one(plugin_policy):
+    with pytest.raises(ValueError, match="^parameter count of policy"):
+        policies.resolve_params(plugin_policy, {"anything": 1, "count": 2.0}, ENV)
