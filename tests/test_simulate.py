@@ -197,7 +197,7 @@ def test_instance_diagnostics_measure_slack_and_kappa_of_the_sample():
 @pytest.mark.parametrize("theta,contexts,needle", [
     (np.ones(3), np.ones((2, 3)) / 2, "matrices"),
     (np.ones((2, 3)), np.ones(3) / 2, "matrices"),
-    (np.ones((2, 3)), np.zeros((0, 3)), "empty"),
+    (np.ones((2, 3)), np.zeros((0, 3)), "^the context pool is empty$"),
     (np.ones((2, 2)), np.array([[0.6, 0.8], [0.0, 1.0 + 1e-6]]), "norm"),
 ])
 def test_pool_instance_rejects_bad_shapes_and_norms(theta, contexts, needle):
@@ -250,6 +250,16 @@ def test_pool_file_holding_pickled_objects_is_not_unpickled(tmp_path):
              theta=np.ones((1, 2)))
     with pytest.raises(ValueError, match="allow_pickle"):
         instance_from_spec({"kind": "pool", "pool": str(tmp_path / "pool.npz"), "arrival_rate": 0.3}, stream(0, "instance"))
+
+
+def test_raw_contexts_are_uniform_cube_draws_scaled_to_unit_norm():
+    """SPEC §4: u ~ U(−1, 1)^d scaled to norm 1: symmetric about 0 in every coordinate."""
+    from cqb.instances import _unit_rows
+
+    rows = _unit_rows(20000, 3, np.random.default_rng(0))
+    np.testing.assert_allclose(np.linalg.norm(rows, axis=1), 1.0, rtol=1e-12)
+    assert np.abs(rows.mean(axis=0)).max() < 0.02
+    assert abs((rows > 0).all(axis=1).mean() - 1 / 8) < 0.01  # each orthant equally likely
 
 
 # -------------------------------------------------------------------- policies' exploration
