@@ -149,9 +149,9 @@ def test_mean_sd_se_computes_in_float64_whatever_the_input_dtype():
 
 
 def test_empty_input_is_refused_by_name():
-    with pytest.raises(ValueError, match="no runs to aggregate"):
+    with pytest.raises(ValueError, match="^no runs to aggregate$"):
         mean_sd_se(np.empty((0, 3)))
-    with pytest.raises(ValueError, match="no curves to aggregate"):
+    with pytest.raises(ValueError, match="^no curves to aggregate$"):
         aggregate_curves([])
 
 

@@ -366,3 +366,28 @@ def test_power_analysis_command_line_without_config_reads_0_1_stall_flags(tmp_pa
     assert main([str(tmp_path / "pilot.tsv")]) == 0
     out = capsys.readouterr().out
     assert "100:0.02" in out and "seeds_configured" not in out
+
+
+def test_documented_defaults_2000_draws_seed_0_half_width_0_15_at_least_10_seeds():
+    from cqb.rates import power_table
+
+    rng = np.random.default_rng(9)
+    rows = [{"experiment": "e", "policy": "cqb_eps", "horizon": h, "seed": s, "tail_regret": rng.lognormal(-h / 2000, 1),
+             "final_regret": 0, "final_queue": 0, "final_oracle": 0, "stalled": False}
+            for h in (1000, 4000) for s in range(8)]
+    runs = pd.DataFrame(rows)
+    for given, explicit in zip(rate_tables(runs), rate_tables(runs, bootstrap=2000, seed=0, confidence=0.95)):
+        pd.testing.assert_frame_equal(given, explicit)
+    first = horizon_row(runs["tail_regret"][:8], np.zeros(8, bool), np.zeros(8), 2000, np.random.default_rng(0))
+    assert rate_tables(runs)[0].loc[0, "ci_low"] == first["ci_low"]  # the summary's draws come from seed 0 too
+    by_horizon = {h: (runs.loc[runs["horizon"] == h, "tail_regret"].to_numpy(), np.zeros(8, bool)) for h in (1000, 4000)}
+    assert fit_slope(by_horizon) == fit_slope(by_horizon, bootstrap=2000, seed=0, confidence=0.95)
+    pd.testing.assert_frame_equal(power_table(runs), power_table(runs, 0.15, min_seeds=10))
+    assert power_table(runs, 5.0)["seeds_needed"].item() == "1000:10 4000:10"
+
+
+def test_min_seeds_reaches_the_power_table_and_0_1_flags_reach_relative_variance():
+    from cqb.rates import power_table
+
+    assert power_table(_pilot_runs(), 0.2, min_seeds=50)["seeds_needed"].tolist()[0] == "100:50 1000:50"
+    assert relative_variance([1.0, 3.0, 100.0], [0, 0, 1]) == pytest.approx(0.5)
