@@ -571,3 +571,22 @@ def test_params_resolved_to_a_mapping_are_recorded_as_a_dict():
         registry._specs.pop(name)
         registry._display_names.pop(name)
     assert result.metadata["policy_params"] == {"width": 5, "horizon": 30}
+
+
+def test_random_policy_always_explores_and_the_oracle_never_does():
+    for policy, flag in (("random", True), ("oracle", False)):
+        result = simulate(BASE, policy, None, 300, 1)
+        busy = result.queue > 0  # a decision is made in rounds that start with a job waiting
+        assert busy.any() and (result.explored[busy] == flag).all()
+        assert not result.explored[~busy].any()
+
+
+def test_cqb_eps_uniform_phase_one_spreads_the_newest_job_over_every_server():
+    env = PolicyEnv(4, 2, 2000, 0.5, 0.1)
+    contexts = np.tile([[0.6, 0.8]], (400, 1))
+    policy, resolved = make_policy("cqb_eps", env, contexts, stream(0, "policy"),
+                                   {"tau": 400, "phase1_server": "uniform"})
+    servers = [policy.choose(t, np.array([t - 2]), True)[1] for t in range(2, 401)]  # t ≤ τ
+    counts = np.bincount(servers, minlength=4)
+    assert resolved.phase1_server == "uniform" and counts.min() > 60  # ≈ 100 each; round robin would be 100 exactly
+    assert len(set(np.diff(servers) % 4)) > 1  # not a fixed cycle
