@@ -590,3 +590,20 @@ def test_cqb_eps_uniform_phase_one_spreads_the_newest_job_over_every_server():
     counts = np.bincount(servers, minlength=4)
     assert resolved.phase1_server == "uniform" and counts.min() > 60  # ≈ 100 each; round robin would be 100 exactly
     assert len(set(np.diff(servers) % 4)) > 1  # not a fixed cycle
+
+
+@pytest.mark.parametrize("n_servers, dim, name, value", [(0, 3, "n_servers", 0), (2, -1, "dim", -1)])
+def test_synthetic_instance_names_a_bad_size(n_servers, dim, name, value):
+    with pytest.raises(ValueError, match=rf"^{name} must be a positive integer, got {value}$"):
+        synthetic_instance(n_servers, dim, 0.5, 0.1, np.random.default_rng(0))
+
+
+def test_an_unreachable_slack_gives_up_after_200_draws():
+    # max μ over unit x and θ* ∈ [−1, 1]² is σ(√2) ≈ 0.80 < 0.5 + 0.45
+    with pytest.raises(ValueError, match=r"in 200 draws for K=1, d=2, arrival_rate=0.5, slack=0.45"):
+        synthetic_instance(1, 2, 0.5, 0.45, np.random.default_rng(0))
+
+
+def test_no_arrivals_draw_an_empty_context_matrix():
+    instance = synthetic_instance(2, 3, 0.5, 0.1, np.random.default_rng(0))
+    assert instance.sample_contexts(0, np.random.default_rng(1)).shape == (0, 3)
