@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from conftest import fabricate_run
-from cqb.aggregate import COLUMNS, Curve, aggregate_curves, final_values, mean_sd_se, read_table, write_table
+from cqb.aggregate import (COLUMNS, Curve, aggregate_curves, curve_table, final_values, mean_sd_se, read_table,
+                           write_table)
 
 
 def curves_of(random_runs, reverse_files=False):
@@ -117,3 +120,68 @@ def test_mean_sd_se_of_constant_columns():
     np.testing.assert_array_equal(se, 0)
     with pytest.raises(ValueError):
         mean_sd_se(np.empty((0, 3)))
+
+
+def test_mean_sd_se_defaults_to_the_sample_sd_and_handles_two_seeds():
+    values = np.array([[1.0, 4.0], [3.0, 4.0]])
+    mean, sd, se = mean_sd_se(values)  # default ddof = 1
+    np.testing.assert_array_equal(mean, [2.0, 4.0])
+    np.testing.assert_allclose(sd, [math.sqrt(2), 0.0], rtol=1e-15)
+    np.testing.assert_allclose(se, [1.0, 0.0], rtol=1e-15)
+
+
+@pytest.mark.parametrize("n_seeds,ddof", [(1, 1), (1, 2), (2, 2), (3, 5)])
+def test_sd_is_nan_of_the_right_shape_without_warnings_when_seeds_do_not_exceed_ddof(n_seeds, ddof):
+    values = np.arange(n_seeds * 3, dtype=float).reshape(n_seeds, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no 0/0 computed on the way
+        mean, sd, se = mean_sd_se(values, ddof)
+    assert sd.shape == se.shape == (3,)
+    assert np.isnan(sd).all() and np.isnan(se).all()
+    np.testing.assert_array_equal(mean, values.mean(axis=0))
+
+
+def test_mean_sd_se_computes_in_float64_whatever_the_input_dtype():
+    values = np.array([[0.1, 1e8], [0.2, 1e8 + 1]], dtype=np.float32)
+    for got, expected in zip(mean_sd_se(values), mean_sd_se(values.astype(np.float64))):
+        assert got.dtype == np.float64
+        np.testing.assert_array_equal(got, expected)
+
+
+def test_empty_input_is_refused_by_name():
+    with pytest.raises(ValueError, match="^no runs to aggregate$"):
+        mean_sd_se(np.empty((0, 3)))
+    with pytest.raises(ValueError, match="^no curves to aggregate$"):
+        aggregate_curves([])
+
+
+def test_curve_table_defaults_to_the_sample_sd(random_runs):
+    files, queues, _ = random_runs["random"]
+    table = curve_table(Curve("random", files))
+    np.testing.assert_allclose(table["queue_sd"], queues.std(axis=0, ddof=1), atol=1e-12)
+
+
+def test_aggregate_table_has_a_fresh_row_index(random_runs):
+    table = aggregate_curves(curves_of(random_runs))
+    assert table.index.equals(pd.RangeIndex(len(table)))
+
+
+def test_queue_and_oracle_of_different_lengths_are_refused(tmp_path):
+    a = fabricate_run(tmp_path / "a.npz", [0, 1, 2], [0, 0, 0], seed=0)
+    b = fabricate_run(tmp_path / "b.npz", [0, 1, 2], [0, 0], seed=1)
+    with pytest.raises(ValueError, match="different horizons"):
+        aggregate_curves([Curve("random", [a, b])])
+
+
+def test_numeric_looking_labels_round_trip_as_text(random_runs, tmp_path):
+    files = random_runs["random"][0]
+    write_table(aggregate_curves([Curve("007", files, "010", "1e3")]), tmp_path / "t.tsv")
+    back = read_table(tmp_path / "t.tsv")
+    assert back.loc[0, ["policy", "sweep_param", "sweep_value"]].tolist() == ["007", "010", "1e3"]
+
+
+def test_final_values_columns_and_fresh_index(random_runs):
+    final = final_values(aggregate_curves(curves_of(random_runs)))
+    assert list(final.columns) == ["policy", "sweep_param", "sweep_value", "t", "queue_mean", "queue_sd",
+                                   "oracle_mean", "regret_mean", "regret_sd", "n_seeds"]
+    assert final.index.tolist() == [0, 1] and final["t"].tolist() == [50, 50]

@@ -168,8 +168,79 @@ def test_confidence_width_matches_spec_formula_across_configurations(n_servers, 
     assert est.widths[0] == pytest.approx(confidence_width(config, dim, n_servers, 0), rel=1e-12)
 
 
-@pytest.mark.parametrize("name,value", [("reg", -1.0), ("kappa", 0.0), ("delta", 1.5),
-                                        ("projection", "sideways"), ("design_reg", "nope")])
+@pytest.mark.parametrize("name,value", [("reg", -1.0), ("kappa", 0.0), ("delta", 1.5), ("delta", 0.0), ("delta", 1.0),
+                                        ("projection", "sideways"), ("design_reg", "nope"),
+                                        ("refit_growth", -0.5), ("newton_max_iter", 0)])
 def test_bad_config_names_the_value(name, value):
     with pytest.raises(ValueError, match=name):
         EstimatorConfig(**{name: value})
+
+
+def test_config_messages_and_smallest_accepted_values():
+    with pytest.raises(ValueError, match=r"^refit_growth must be a number ≥ 0, got -0.5$"):
+        EstimatorConfig(refit_growth=-0.5)
+    with pytest.raises(ValueError, match=r"^newton_max_iter must be ≥ 1, got 0$"):
+        EstimatorConfig(newton_max_iter=0)
+    EstimatorConfig(newton_max_iter=1, refit_growth=0)
+
+
+def test_fit_logistic_accepts_an_integer_warm_start():
+    X, y = _data(n=100, d=3, seed=3)
+    np.testing.assert_allclose(fit_logistic(X, y, 0.5, theta0=np.zeros(3, dtype=np.int64)),
+                               fit_logistic(X, y, 0.5), atol=1e-12)
+
+
+def test_kappa_design_ridge_is_kappa_times_reg():
+    X, y = _data(n=30, d=3, seed=4)
+    est = LogisticEstimator(1, 3, 30, EstimatorConfig(reg=0.5, kappa=4.0))
+    for i in range(30):
+        est.update(0, X[i], y[i])
+    np.testing.assert_allclose(est.design_inv[0], np.linalg.inv(2.0 * np.eye(3) + X.T @ X), rtol=1e-10)
+
+
+def test_refits_follow_the_geometric_schedule():
+    """Every sample below refit_min_samples (10), then at n + ⌈0.2 n⌉: 12, 15, 18, 22."""
+    X, y = _data(n=22, d=3, seed=5)
+    est = LogisticEstimator(1, 3, 22, EstimatorConfig())
+    refitted_at = []
+    for i in range(22):
+        before = est.refits
+        est.update(0, X[i], y[i])
+        if est.refits == before + 1:
+            refitted_at.append(i + 1)
+        assert est.refits == len(refitted_at)
+    assert refitted_at == list(range(1, 11)) + [12, 15, 18, 22]
+
+
+def test_lazy_update_is_one_newton_step_with_the_hessian_of_the_last_refit_plus_the_new_sample():
+    X, y = _data(n=13, d=3, seed=6)
+    config = EstimatorConfig(reg=0.7, norm_bound=100.0)
+    est = LogisticEstimator(1, 3, 13, config)
+    for i in range(12):
+        est.update(0, X[i], y[i])
+    assert est.next_refit[0] == 15  # sample 13 is a lazy one
+    theta = est.mle[0].copy()
+    prob = 1 / (1 + np.exp(-X[:12] @ theta))
+    hessian = (X[:12].T * (prob * (1 - prob))) @ X[:12] + 0.7 * np.eye(3)
+    p13 = 1 / (1 + np.exp(-X[12] @ theta))
+    hessian += p13 * (1 - p13) * np.outer(X[12], X[12])
+    est.update(0, X[12], y[12])
+    np.testing.assert_allclose(est.inverses[0, 1], np.linalg.inv(hessian), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(est.mle[0], theta - (p13 - y[12]) * np.linalg.solve(hessian, X[12]), rtol=1e-9)
+    np.testing.assert_allclose(est.design_inv[0], np.linalg.inv(10 * 0.7 * np.eye(3) + X.T @ X), rtol=1e-9)
+
+
+def test_a_saturated_sample_updates_the_design_and_keeps_the_hessian():
+    """μ(xᵀθ̂) rounds to 1 (μ̇ = 0): V⁻¹ takes the sample, H⁻¹ is unchanged, θ̂ steps by (μ − y)H⁻¹x."""
+    X, y = _data(n=12, d=3, seed=7)
+    est = LogisticEstimator(1, 3, 13, EstimatorConfig(norm_bound=1e6))
+    for i in range(12):
+        est.update(0, X[i], y[i])
+    est.mle[0] = np.array([80.0, 0.0, 0.0])  # as if the data had been separable
+    hessian_inv = est.inverses[0, 1].copy()
+    x = np.array([1.0, 0.0, 0.0])
+    est.update(0, x, 0.0)
+    np.testing.assert_array_equal(est.inverses[0, 1], hessian_inv)
+    np.testing.assert_allclose(est.mle[0], np.array([80.0, 0, 0]) - hessian_inv @ x, rtol=1e-12)
+    design = 10 * np.eye(3) + X.T @ X + np.outer(x, x)
+    np.testing.assert_allclose(est.design_inv[0], np.linalg.inv(design), rtol=1e-9)

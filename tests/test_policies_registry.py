@@ -247,3 +247,109 @@ def test_the_code_hash_covers_every_policies_module():
     modules = {f"policies/{path.name}" for path in package.glob("*.py")}
     assert modules == {name for name in SIMULATION_MODULES if name.startswith("policies/")}
     assert "policies.py" not in SIMULATION_MODULES
+
+
+# ---------------------------------------------------------------- registration details
+
+
+def test_builtin_specs_keep_display_name_and_truth_flag():
+    assert policies.get_spec("oracle").needs_truth is True
+    assert policies.get_spec("oracle").display_name == "Optimal"
+    assert policies.get_spec("cqb_eps").needs_truth is False
+    assert policies.get_spec("cqb_eps").display_name == "CQB-ε"
+
+
+def test_registering_a_taken_name_is_refused_by_name():
+    with pytest.raises(ValueError, match=r"^policy 'random' is already registered$"):
+        policies.register_policy("random", "Random again", policies.NoParams)(lambda *args: None)
+    assert policies.get_spec("random").display_name == "Random"
+
+
+def test_load_plugin_policies_returns_the_entry_point_names():
+    assert registry.load_plugin_policies([EntryPoint("stdlib_math", "math", "cqb.policies")]) == ["stdlib_math"]
+
+
+def test_registry_view_reads_and_writes_its_dict():
+    data = {"a": 1}
+    view = registry._RegistryView(data)
+    view["b"] = 2
+    assert view["a"] == 1 and data == {"a": 1, "b": 2}
+    assert repr(view) == repr({"a": 1, "b": 2})
+
+
+@pytest.fixture
+def string_annotated_plugin(monkeypatch):
+    """A plugin whose parameter annotations are strings (``from __future__ import
+    annotations``) naming an alias of its own module; yields (policy name, module)."""
+    import dataclasses
+    import types as pytypes
+
+    module = pytypes.ModuleType("cqb_test_string_annotations")
+    module.Count = int  # only this module knows the name
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    params = dataclasses.make_dataclass("Params", [("count", "Count", 3), ("size", "int", 1)], frozen=True)
+    params.__module__ = module.__name__
+    name = "test_string_annotated_plugin"
+    policies.register_policy(name, "String annotations", params)(lambda env, contexts, rng, params: object())
+    yield name, module
+    registry._specs.pop(name)
+    registry._display_names.pop(name)
+
+
+def test_string_annotations_resolve_in_the_plugins_module(string_annotated_plugin):
+    name, _ = string_annotated_plugin
+    with pytest.raises(ValueError, match=r"^parameter count of policy .* must be an integer, got 2.5$"):
+        policies.resolve_params(name, {"count": 2.5}, ENV)
+
+
+def test_string_annotations_of_an_unimported_module_resolve_to_builtins(string_annotated_plugin, monkeypatch):
+    name, module = string_annotated_plugin
+    monkeypatch.delitem(sys.modules, module.__name__)
+    with pytest.raises(ValueError, match=r"^parameter size of policy .* must be an integer, got 'x'$"):
+        policies.resolve_params(name, {"size": "x"}, ENV)
+    policies.resolve_params(name, {"count": 2.5}, ENV)  # "Count" does not resolve: unchecked
+
+
+def test_a_registered_spec_keeps_its_display_name_and_truth_flag_and_gets_every_argument():
+    name, calls = "test_truth_plugin", []
+    policies.register_policy(name, "Needs truth", policies.NoParams, needs_truth=True)(
+        lambda *args, **kwargs: calls.append((args, kwargs)) or "policy")
+    try:
+        spec = policies.get_spec(name)
+        assert (spec.display_name, spec.needs_truth) == ("Needs truth", True)
+        contexts, rng, truth = np.eye(2), np.random.default_rng(0), np.full((2, 2), 0.5)
+        assert policies.make_policy(name, ENV, contexts, rng, true_means=truth) == ("policy", policies.NoParams())
+        ((args, kwargs),) = calls
+        assert args[0] is ENV and args[1] is contexts and args[2] is rng and args[3] == policies.NoParams()
+        assert kwargs == {"true_means": truth}
+    finally:
+        registry._specs.pop(name)
+        registry._display_names.pop(name)
+
+
+def test_unknown_policy_and_parameter_messages():
+    with pytest.raises(ValueError) as error:
+        policies.get_spec("nope")
+    assert str(error.value) == f"unknown policy 'nope'; known policies: {', '.join(sorted(registry._specs))}"
+    with pytest.raises(ValueError) as error:
+        policies.resolve_params("q_ucb", {"explore": 1, "zeta": 2}, ENV)
+    assert str(error.value) == ("unknown parameter(s) ['explore', 'zeta'] for policy 'q_ucb'; "
+                                "its parameters: ['explore_constant']")
+    with pytest.raises(ValueError) as error:
+        policies.resolve_params("random", {"x": 1}, ENV)
+    assert str(error.value) == "unknown parameter(s) ['x'] for policy 'random'; its parameters: none"
+
+
+def test_make_policy_hands_the_oracle_the_truth_and_refuses_without_it():
+    contexts = np.array([[1.0, 0.0], [0.0, 1.0]])
+    with pytest.raises(ValueError, match=r"^policy 'oracle' needs the true service probabilities$"):
+        policies.make_policy("oracle", ENV, contexts, np.random.default_rng(0))
+    truth = np.array([[0.2, 0.9], [0.6, 0.1]])
+    oracle, resolved = policies.make_policy("oracle", ENV, contexts, np.random.default_rng(0), true_means=truth)
+    assert resolved == policies.NoParams()
+    assert oracle.choose(1, np.array([0, 1]), True)[:2] == (0, 1)  # job 0 at server 1: the best pair
+
+
+def test_every_given_parameter_is_type_checked_after_an_unchecked_one(plugin_policy):
+    with pytest.raises(ValueError, match="^parameter count of policy"):
+        policies.resolve_params(plugin_policy, {"anything": 1, "count": 2.0}, ENV)

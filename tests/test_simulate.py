@@ -3,6 +3,7 @@ import math
 import numpy as np
 import pytest
 
+import cqb
 from cqb.instances import instance_from_spec, pool_instance, synthetic_instance
 from cqb.io import load_run, save_run
 from cqb.policies import POLICIES, PolicyEnv, make_policy
@@ -196,7 +197,7 @@ def test_instance_diagnostics_measure_slack_and_kappa_of_the_sample():
 @pytest.mark.parametrize("theta,contexts,needle", [
     (np.ones(3), np.ones((2, 3)) / 2, "matrices"),
     (np.ones((2, 3)), np.ones(3) / 2, "matrices"),
-    (np.ones((2, 3)), np.zeros((0, 3)), "empty"),
+    (np.ones((2, 3)), np.zeros((0, 3)), "^the context pool is empty$"),
     (np.ones((2, 2)), np.array([[0.6, 0.8], [0.0, 1.0 + 1e-6]]), "norm"),
 ])
 def test_pool_instance_rejects_bad_shapes_and_norms(theta, contexts, needle):
@@ -215,6 +216,50 @@ def test_pool_instance_from_file(tmp_path):
                       "cqb_eps", {"tau": 20}, 200, 0)
     assert result.metadata["instance"]["kind"] == "pool"
     assert result.metadata["policy_params"]["tau"] == 20
+
+
+def test_pool_instance_summary_lists_every_field():
+    theta = np.array([[2.0, 0.0], [0.0, -1.0], [0.5, 0.5]])
+    instance = pool_instance(theta, np.eye(2), 0.4, slack=0.05, description={"source": "test"})
+    assert instance.summary() == {"kind": "pool", "n_servers": 3, "dim": 2, "arrival_rate": 0.4, "slack": 0.05,
+                                  "theta_max_norm": 2.0, "norm_bound": 2.0, "accept_rate": None,
+                                  "source": "test", "pool_size": 2}
+
+
+def test_pool_of_float32_or_integers_becomes_the_same_float64_instance():
+    contexts = np.array([[0.5, 0.5], [1.0, 0.0]])  # exact in float32
+    reference = pool_instance(np.array([[1.0, -2.0]]), contexts, 0.5)
+    for cast in (np.float32, np.int64):
+        other = pool_instance(np.array([[1, -2]], dtype=cast), contexts.astype(np.float32) if cast is np.float32
+                              else np.array([[0, 1], [1, 0]]), 0.5)
+        assert other.theta.dtype == other.pool.dtype == np.float64
+        np.testing.assert_array_equal(other.theta, reference.theta)
+        np.testing.assert_array_equal(other.pool, contexts if cast is np.float32 else [[0, 1], [1, 0]])
+    # the norm tolerance is inclusive: a row of norm exactly 1 + 1e-9 is accepted
+    pool_instance(np.ones((1, 2)), np.array([[0.0, 1 + 1e-9]]), 0.5)
+
+
+def test_pool_file_without_contexts_or_theta_is_refused_by_name(tmp_path):
+    np.savez(tmp_path / "pool.npz", contexts=np.eye(2))
+    with pytest.raises(ValueError, match=r"pool\.npz lacks \['theta'\]"):
+        instance_from_spec({"kind": "pool", "pool": str(tmp_path / "pool.npz"), "arrival_rate": 0.3}, stream(0, "instance"))
+
+
+def test_pool_file_holding_pickled_objects_is_not_unpickled(tmp_path):
+    np.savez(tmp_path / "pool.npz", contexts=np.array([np.eye(2)[0], np.eye(2)[1]], dtype=object),
+             theta=np.ones((1, 2)))
+    with pytest.raises(ValueError, match="allow_pickle"):
+        instance_from_spec({"kind": "pool", "pool": str(tmp_path / "pool.npz"), "arrival_rate": 0.3}, stream(0, "instance"))
+
+
+def test_raw_contexts_are_uniform_cube_draws_scaled_to_unit_norm():
+    """SPEC §4: u ~ U(−1, 1)^d scaled to norm 1: symmetric about 0 in every coordinate."""
+    from cqb.instances import _unit_rows
+
+    rows = _unit_rows(20000, 3, np.random.default_rng(0))
+    np.testing.assert_allclose(np.linalg.norm(rows, axis=1), 1.0, rtol=1e-12)
+    assert np.abs(rows.mean(axis=0)).max() < 0.02
+    assert abs((rows > 0).all(axis=1).mean() - 1 / 8) < 0.01  # each orthant equally likely
 
 
 # -------------------------------------------------------------------- policies' exploration
@@ -469,3 +514,96 @@ def test_plugin_policies_register_through_entry_points(tmp_path, monkeypatch):
     broken = EntryPoint("broken", "no_such_module_here", "cqb.policies")
     with pytest.raises(ImportError, match="broken"):
         load_plugin_policies([broken])
+
+
+# -------------------------------------------------------------------- loop and metadata details
+
+
+def test_queue_buffer_holds_an_arrival_every_round_with_no_service():
+    from cqb.simulate import Trace
+
+    horizon = 12
+    contexts = np.tile([[1.0, 0.0]], (horizon, 1))
+    trace = Trace(np.ones(horizon, bool), contexts, np.ones(horizon), np.full((horizon, 2), 0.5))
+    policy, _ = make_policy("random", PolicyEnv(2, 2, horizon, 0.5, 0.1), contexts, stream(0, "policy"))
+    run = run_policy(policy, trace)
+    np.testing.assert_array_equal(run.queue, np.arange(horizon))  # Q(t) = t − 1: nothing ever leaves
+    assert run.queue.dtype == np.int64 and not run.departures.any()
+    assert run.explored.dtype == run.departures.dtype == bool
+
+
+def test_run_metadata_names_every_field():
+    result = simulate(BASE, "random", None, 50, 3)
+    assert result.queue.dtype == result.oracle_queue.dtype == np.int64
+    metadata = result.metadata
+    assert set(metadata) == {"policy", "policy_params", "instance_spec", "instance", "seed", "horizon", "arrivals",
+                             "package_version"}
+    assert (metadata["policy"], metadata["seed"], metadata["horizon"]) == ("random", 3, 50)
+    assert metadata["instance_spec"] == BASE and metadata["package_version"] == cqb.__version__
+
+
+def test_json_safe_converts_nested_numpy_values_and_non_finite_floats():
+    from cqb.simulate import _json_safe
+
+    assert _json_safe({"a": [np.float64(1.5), float("nan"), 2.5], 1: (np.int64(2), float("inf"))}) == {
+        "a": [1.5, None, 2.5], "1": [2, None]}
+
+
+def test_params_resolved_to_a_mapping_are_recorded_as_a_dict():
+    from dataclasses import dataclass
+
+    from cqb.policies import registry
+
+    @dataclass(frozen=True)
+    class MappingParams:
+        width: int = 2
+
+        def resolve(self, env):
+            return {"width": self.width, "horizon": env.horizon}
+
+    name = "test_mapping_params"
+    policies_random = registry.get_spec("random").factory
+    registry.register_policy(name, "Mapping params", MappingParams)(
+        lambda env, contexts, rng, params: policies_random(env, contexts, rng, None))
+    try:
+        result = simulate(BASE, name, {"width": 5}, 30, 0)
+    finally:
+        registry._specs.pop(name)
+        registry._display_names.pop(name)
+    assert result.metadata["policy_params"] == {"width": 5, "horizon": 30}
+
+
+def test_random_policy_always_explores_and_the_oracle_never_does():
+    for policy, flag in (("random", True), ("oracle", False)):
+        result = simulate(BASE, policy, None, 300, 1)
+        busy = result.queue > 0  # a decision is made in rounds that start with a job waiting
+        assert busy.any() and (result.explored[busy] == flag).all()
+        assert not result.explored[~busy].any()
+
+
+def test_cqb_eps_uniform_phase_one_spreads_the_newest_job_over_every_server():
+    env = PolicyEnv(4, 2, 2000, 0.5, 0.1)
+    contexts = np.tile([[0.6, 0.8]], (400, 1))
+    policy, resolved = make_policy("cqb_eps", env, contexts, stream(0, "policy"),
+                                   {"tau": 400, "phase1_server": "uniform"})
+    servers = [policy.choose(t, np.array([t - 2]), True)[1] for t in range(2, 401)]  # t ≤ τ
+    counts = np.bincount(servers, minlength=4)
+    assert resolved.phase1_server == "uniform" and counts.min() > 60  # ≈ 100 each; round robin would be 100 exactly
+    assert len(set(np.diff(servers) % 4)) > 1  # not a fixed cycle
+
+
+@pytest.mark.parametrize("n_servers, dim, name, value", [(0, 3, "n_servers", 0), (2, -1, "dim", -1)])
+def test_synthetic_instance_names_a_bad_size(n_servers, dim, name, value):
+    with pytest.raises(ValueError, match=rf"^{name} must be a positive integer, got {value}$"):
+        synthetic_instance(n_servers, dim, 0.5, 0.1, np.random.default_rng(0))
+
+
+def test_an_unreachable_slack_gives_up_after_200_draws():
+    # max μ over unit x and θ* ∈ [−1, 1]² is σ(√2) ≈ 0.80 < 0.5 + 0.45
+    with pytest.raises(ValueError, match=r"in 200 draws for K=1, d=2, arrival_rate=0.5, slack=0.45"):
+        synthetic_instance(1, 2, 0.5, 0.45, np.random.default_rng(0))
+
+
+def test_no_arrivals_draw_an_empty_context_matrix():
+    instance = synthetic_instance(2, 3, 0.5, 0.1, np.random.default_rng(0))
+    assert instance.sample_contexts(0, np.random.default_rng(1)).shape == (0, 3)

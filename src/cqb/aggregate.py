@@ -80,14 +80,8 @@ def load_curve_runs(files: Iterable[str | Path]) -> tuple[np.ndarray, np.ndarray
     return np.stack(queues), np.stack(oracles), metadata
 
 
-def load_curve_arrays(files: Iterable[str | Path]) -> tuple[np.ndarray, np.ndarray, list[int]]:
-    """Stack the queue and oracle queue of run files: two (n_seeds, T) int arrays."""
-    queues, oracles, metadata = load_curve_runs(files)
-    return queues, oracles, [m.get("seed") for m in metadata]
-
-
 def curve_table(curve: Curve, ddof: int = 1) -> pd.DataFrame:
-    queue, oracle, _ = load_curve_arrays(curve.files)
+    queue, oracle, _ = load_curve_runs(curve.files)
     n_seeds, horizon = queue.shape
     columns = {
         "policy": curve.policy,
@@ -121,7 +115,7 @@ def aggregate_curves(curves: Sequence[Curve], ddof: int = 1) -> pd.DataFrame:
 
 def write_table(table: pd.DataFrame, path: str | Path, float_format: str = DEFAULT_FLOAT_FORMAT) -> None:
     """Write a tab-separated table atomically, floats in a fixed format, NaN as 'nan'."""
-    with atomic_write(path, suffix=".tmp") as temporary:
+    with atomic_write(path) as temporary:  # a .tmp file, so pandas infers no compression
         table.to_csv(temporary, sep="\t", index=False, float_format=float_format,
                      na_rep="nan", lineterminator="\n")
 
@@ -141,6 +135,6 @@ def read_table(path: str | Path) -> pd.DataFrame:
 
 def final_values(table: pd.DataFrame) -> pd.DataFrame:
     """The last round of every curve: Q(T), Q*(T) and the regret, mean and sd."""
-    last = table.groupby(["policy", "sweep_value"], sort=False)["t"].transform("max") == table["t"]
+    last = table.groupby(["policy", "sweep_value"])["t"].transform("max") == table["t"]
     return table.loc[last, ["policy", "sweep_param", "sweep_value", "t", "queue_mean", "queue_sd",
                             "oracle_mean", "regret_mean", "regret_sd", "n_seeds"]].reset_index(drop=True)

@@ -153,8 +153,7 @@ class LogisticEstimator:
         self.outcomes[server, n - 1] = outcome
         self.counts[server] = n
         if n >= self.next_refit[server]:
-            self._rank_one(server, x, 0.0)
-            self._refit(server)
+            self._refit(server)  # rebuilds V⁻¹ and H⁻¹ from the data, this sample included
             growth = math.ceil(n * self.config.refit_growth)
             self.next_refit[server] = n + 1 if n < self.config.refit_min_samples else n + max(growth, 1)
         else:
@@ -185,9 +184,10 @@ class LogisticEstimator:
                                [1.0 / math.sqrt(1.0 / weight + quad[1])]])
             inverses -= u[:, :, None] * u[:, None, :]
             return inverses[1] @ x
+        # μ̇ = 0 (μ(xᵀθ̂) rounds to 0 or 1): H gains nothing, V⁻¹ its rank one
         u = mx[0] / math.sqrt(1.0 + mx[0] @ x)
         inverses[0] -= np.multiply.outer(u, u)
-        return None
+        return inverses[1] @ x
 
     def _refit(self, server):
         n = self.counts[server]

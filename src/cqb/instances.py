@@ -11,7 +11,6 @@ Two kinds (SPEC §4):
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -169,13 +168,13 @@ def pool_instance(theta: np.ndarray, contexts: np.ndarray, arrival_rate: float,
                     description=dict(description or {}, pool_size=int(contexts.shape[0])))
 
 
-def load_pool_file(path: str | Path) -> tuple[np.ndarray, np.ndarray, dict]:
+def load_pool_file(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
+    """(contexts, theta) of a pool file; pool_instance converts and checks them."""
     with np.load(path, allow_pickle=False) as data:
         missing = {"contexts", "theta"} - set(data.files)
         if missing:
             raise ValueError(f"pool file {path} lacks {sorted(missing)}")
-        report = json.loads(str(data["report"])) if "report" in data.files else {}
-        return np.array(data["contexts"], dtype=np.float64), np.array(data["theta"], dtype=np.float64), report
+        return data["contexts"], data["theta"]
 
 
 SYNTHETIC_KEYS = {"kind", "n_servers", "dim", "arrival_rate", "slack", "min_accept_rate"}
@@ -191,7 +190,7 @@ def instance_from_spec(spec: dict, rng: np.random.Generator) -> Instance:
                                   rng, min_accept_rate=spec.get("min_accept_rate", 0.005))
     if kind == "pool":
         _check_keys(spec, POOL_KEYS, {"pool", "arrival_rate"})
-        contexts, theta, report = load_pool_file(spec["pool"])
+        contexts, theta = load_pool_file(spec["pool"])
         return pool_instance(theta, contexts, spec["arrival_rate"],
                              description={"pool": str(spec["pool"]), "name": spec.get("name")})
     raise ValueError(f"instance kind must be 'synthetic' or 'pool', got {kind!r}")

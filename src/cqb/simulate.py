@@ -76,7 +76,7 @@ def run_policy(policy, trace: Trace, record: dict | None = None) -> PolicyRun:
     arrivals = trace.arrivals.tolist()
     service = trace.service_uniforms.tolist()
     true_means = trace.true_means
-    best_mean = true_means.max(axis=1) if true_means.shape[0] else np.empty(0)
+    best_mean = true_means.max(axis=1)  # (0,) when nothing arrives
     recording = record is not None
     if recording:
         record.update(arrivals=arrivals, rounds=[], new_arrival=[], jobs=[], service=[])

@@ -191,10 +191,11 @@ _TYPE_CHECKS = {
 def _expected(annotation):
     """(check, description) for a field annotation, or None when it is not
     one of float, int, bool, str, optionally ``| None``: those go unchecked."""
-    optional = False
-    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+    # A union with exactly one member besides None is ``X | None`` (a union of
+    # one type collapses to that type), so every union that gets past here is optional.
+    optional = typing.get_origin(annotation) in (typing.Union, types.UnionType)
+    if optional:
         members = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
-        optional = len(members) < len(typing.get_args(annotation))
         if len(members) != 1:
             return None
         annotation = members[0]
