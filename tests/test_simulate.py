@@ -607,3 +607,15 @@ def test_an_unreachable_slack_gives_up_after_200_draws():
 def test_no_arrivals_draw_an_empty_context_matrix():
     instance = synthetic_instance(2, 3, 0.5, 0.1, np.random.default_rng(0))
     assert instance.sample_contexts(0, np.random.default_rng(1)).shape == (0, 3)
+
+
+@pytest.mark.parametrize("slack", [0.0, 0.5, 0.7])
+def test_synthetic_slack_must_lie_strictly_inside_0_to_1_minus_lambda(slack):
+    with pytest.raises(ValueError, match=rf"^slack must lie in \(0, 1 - arrival_rate\) = \(0, 0.5\), got {slack}$"):
+        synthetic_instance(2, 2, 0.5, slack, np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("rate", [0.0, 1.0, 1.5])
+def test_min_accept_rate_must_lie_strictly_inside_0_to_1(rate):
+    with pytest.raises(ValueError, match=rf"^min_accept_rate must lie in \(0, 1\), got {rate}$"):
+        synthetic_instance(2, 2, 0.5, 0.1, np.random.default_rng(0), min_accept_rate=rate)
