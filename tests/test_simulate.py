@@ -619,3 +619,33 @@ def test_synthetic_slack_must_lie_strictly_inside_0_to_1_minus_lambda(slack):
 def test_min_accept_rate_must_lie_strictly_inside_0_to_1(rate):
     with pytest.raises(ValueError, match=rf"^min_accept_rate must lie in \(0, 1\), got {rate}$"):
         synthetic_instance(2, 2, 0.5, 0.1, np.random.default_rng(0), min_accept_rate=rate)
+
+
+def test_draw_trace_names_a_bad_horizon():
+    instance = synthetic_instance(2, 2, 0.5, 0.1, np.random.default_rng(0))
+    with pytest.raises(ValueError, match=r"^horizon must be a positive integer, got 0$"):
+        draw_trace(instance, 0, 0)
+
+
+def test_policy_env_carries_a_pool_instance_norm_bound():
+    instance = pool_instance(np.array([[3.0, 4.0], [1.0, 0.0]]), np.eye(2), 0.4)
+    assert policy_env(instance, 100).norm_bound == 5.0
+
+
+def test_run_policy_tells_the_policy_the_round_of_each_outcome():
+    class FirstJobFirstServer:
+        def __init__(self):
+            self.observed = []
+
+        def choose(self, t, queue, new_arrival):
+            return 0, 0, False
+
+        def observe(self, t, job, server, success):
+            self.observed.append(t)
+
+    from cqb.simulate import Trace
+
+    policy = FirstJobFirstServer()
+    trace = Trace(np.array([True, False, True, False]), np.eye(2), np.full(4, 0.9), np.full((2, 2), 0.5))
+    run_policy(policy, trace)
+    assert policy.observed == [2, 3, 4]  # every round that starts with a job waiting
