@@ -649,3 +649,24 @@ def test_run_policy_tells_the_policy_the_round_of_each_outcome():
     trace = Trace(np.array([True, False, True, False]), np.eye(2), np.full(4, 0.9), np.full((2, 2), 0.5))
     run_policy(policy, trace)
     assert policy.observed == [2, 3, 4]  # every round that starts with a job waiting
+
+
+def test_pool_spec_records_its_file_and_name(tmp_path):
+    np.savez(tmp_path / "pool.npz", contexts=np.eye(2) * 0.5, theta=np.ones((1, 2)))
+    spec = {"kind": "pool", "pool": str(tmp_path / "pool.npz"), "arrival_rate": 0.3, "name": "tiny"}
+    instance = instance_from_spec(spec, stream(0, "instance"))
+    assert instance.description == {"pool": str(tmp_path / "pool.npz"), "name": "tiny", "pool_size": 2}
+
+
+def test_synthetic_spec_passes_min_accept_rate_and_needs_its_keys():
+    spec = {"kind": "synthetic", "n_servers": 1, "dim": 2, "arrival_rate": 0.5, "slack": 0.1, "min_accept_rate": 0.9}
+    with pytest.raises(ValueError, match=r"^no θ\* with acceptance rate ≥ 0.9 in 200 draws"):
+        instance_from_spec(spec, stream(0, "instance"))
+    with pytest.raises(ValueError, match=r"^instance spec lacks \['slack'\]$"):
+        instance_from_spec({"kind": "synthetic", "n_servers": 1, "dim": 2, "arrival_rate": 0.5}, stream(0, "instance"))
+
+
+def test_pool_sampling_reaches_every_row():
+    instance = pool_instance(np.ones((1, 2)), np.array([[0.5, 0], [0, 0.5], [0.1, 0], [0, 0.1]]), 0.5)
+    drawn = instance.sample_contexts(200, np.random.default_rng(0))
+    assert len({tuple(row) for row in drawn}) == 4
