@@ -607,3 +607,66 @@ def test_an_unreachable_slack_gives_up_after_200_draws():
 def test_no_arrivals_draw_an_empty_context_matrix():
     instance = synthetic_instance(2, 3, 0.5, 0.1, np.random.default_rng(0))
     assert instance.sample_contexts(0, np.random.default_rng(1)).shape == (0, 3)
+
+
+@pytest.mark.parametrize("slack", [0.0, 0.5, 0.7])
+def test_synthetic_slack_must_lie_strictly_inside_0_to_1_minus_lambda(slack):
+    with pytest.raises(ValueError, match=rf"^slack must lie in \(0, 1 - arrival_rate\) = \(0, 0.5\), got {slack}$"):
+        synthetic_instance(2, 2, 0.5, slack, np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("rate", [0.0, 1.0, 1.5])
+def test_min_accept_rate_must_lie_strictly_inside_0_to_1(rate):
+    with pytest.raises(ValueError, match=rf"^min_accept_rate must lie in \(0, 1\), got {rate}$"):
+        synthetic_instance(2, 2, 0.5, 0.1, np.random.default_rng(0), min_accept_rate=rate)
+
+
+def test_draw_trace_names_a_bad_horizon():
+    instance = synthetic_instance(2, 2, 0.5, 0.1, np.random.default_rng(0))
+    with pytest.raises(ValueError, match=r"^horizon must be a positive integer, got 0$"):
+        draw_trace(instance, 0, 0)
+
+
+def test_policy_env_carries_a_pool_instance_norm_bound():
+    instance = pool_instance(np.array([[3.0, 4.0], [1.0, 0.0]]), np.eye(2), 0.4)
+    assert policy_env(instance, 100).norm_bound == 5.0
+
+
+def test_run_policy_tells_the_policy_the_round_of_each_outcome():
+    class FirstJobFirstServer:
+        def __init__(self):
+            self.observed = []
+
+        def choose(self, t, queue, new_arrival):
+            return 0, 0, False
+
+        def observe(self, t, job, server, success):
+            self.observed.append(t)
+
+    from cqb.simulate import Trace
+
+    policy = FirstJobFirstServer()
+    trace = Trace(np.array([True, False, True, False]), np.eye(2), np.full(4, 0.9), np.full((2, 2), 0.5))
+    run_policy(policy, trace)
+    assert policy.observed == [2, 3, 4]  # every round that starts with a job waiting
+
+
+def test_pool_spec_records_its_file_and_name(tmp_path):
+    np.savez(tmp_path / "pool.npz", contexts=np.eye(2) * 0.5, theta=np.ones((1, 2)))
+    spec = {"kind": "pool", "pool": str(tmp_path / "pool.npz"), "arrival_rate": 0.3, "name": "tiny"}
+    instance = instance_from_spec(spec, stream(0, "instance"))
+    assert instance.description == {"pool": str(tmp_path / "pool.npz"), "name": "tiny", "pool_size": 2}
+
+
+def test_synthetic_spec_passes_min_accept_rate_and_needs_its_keys():
+    spec = {"kind": "synthetic", "n_servers": 1, "dim": 2, "arrival_rate": 0.5, "slack": 0.1, "min_accept_rate": 0.9}
+    with pytest.raises(ValueError, match=r"^no θ\* with acceptance rate ≥ 0.9 in 200 draws"):
+        instance_from_spec(spec, stream(0, "instance"))
+    with pytest.raises(ValueError, match=r"^instance spec lacks \['slack'\]$"):
+        instance_from_spec({"kind": "synthetic", "n_servers": 1, "dim": 2, "arrival_rate": 0.5}, stream(0, "instance"))
+
+
+def test_pool_sampling_reaches_every_row():
+    instance = pool_instance(np.ones((1, 2)), np.array([[0.5, 0], [0, 0.5], [0.1, 0], [0, 0.1]]), 0.5)
+    drawn = instance.sample_contexts(200, np.random.default_rng(0))
+    assert len({tuple(row) for row in drawn}) == 4
