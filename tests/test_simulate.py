@@ -670,3 +670,20 @@ def test_pool_sampling_reaches_every_row():
     instance = pool_instance(np.ones((1, 2)), np.array([[0.5, 0], [0, 0.5], [0.1, 0], [0, 0.1]]), 0.5)
     drawn = instance.sample_contexts(200, np.random.default_rng(0))
     assert len({tuple(row) for row in drawn}) == 4
+
+
+def test_exploration_phases_end_exactly_at_their_last_round():
+    """Round τ is still phase 1 and round t_c still the η-phase (t ≤ bound, not <):
+    a fresh arrival at τ is explored even when η is tiny; with η = 1 one at t_c
+    is explored, one at t_c + 1 is not."""
+    instance, trace = _setup(spec=BASE, horizon=200, seed=4)
+    queue = np.array([0, 1, 2])
+
+    def eta2(eta):
+        return make_policy("cqb_eta2", policy_env(instance, 200), trace.contexts, stream(4, "policy"),
+                           {"tau": 20, "cutoff": 60, "eta": eta}, trace.true_means)[0]
+
+    assert eta2(1e-12).choose(20, queue, True) == (2, 0, True)  # phase 1: the newest job, round robin
+    policy = eta2(1.0)
+    assert policy.choose(60, queue, True)[2]
+    assert not policy.choose(61, queue, True)[2]
