@@ -391,3 +391,35 @@ def test_min_seeds_reaches_the_power_table_and_0_1_flags_reach_relative_variance
 
     assert power_table(_pilot_runs(), 0.2, min_seeds=50)["seeds_needed"].tolist()[0] == "100:50 1000:50"
     assert relative_variance([1.0, 3.0, 100.0], [0, 0, 1]) == pytest.approx(0.5)
+
+
+def test_power_analysis_command_line_reads_sys_argv_when_given_no_list(tmp_path, capsys, monkeypatch):
+    from cqb.rates import main
+
+    runs = _pilot_runs()
+    runs.to_csv(tmp_path / "pilot.tsv", sep="\t", index=False)
+    monkeypatch.setattr("sys.argv", ["cqb.rates", str(tmp_path / "pilot.tsv")])
+    assert main() == 0
+    assert "100:0.02" in capsys.readouterr().out
+    monkeypatch.setattr("sys.argv", ["cqb.rates"])
+    assert main() == 2
+
+
+def test_fit_slope_keeps_the_interval_when_exactly_half_the_draws_are_usable(monkeypatch):
+    """The interval needs at least ⌊draws/2⌋ draws with every horizon's estimate
+    positive: with 5 draws, 2 usable give an interval and 1 does not."""
+    import cqb.rates as rates
+
+    def fake_draws(usable):
+        def draw(values, stalled, bootstrap, rng):
+            signs = np.array([1.0] * usable + [-1.0] * (bootstrap - usable))
+            return signs * (1.0 + 0.1 * np.arange(bootstrap)) * float(np.mean(values))
+        return draw
+
+    by_horizon = {100: (np.array([2.0, 2.2]), np.zeros(2, bool)), 1000: (np.array([1.0, 1.1]), np.zeros(2, bool))}
+    monkeypatch.setattr(rates, "bootstrap_converged_means", fake_draws(2))
+    fit = rates.fit_slope(by_horizon, bootstrap=5)
+    assert fit["bootstrap_kept"] == 2 and np.isfinite(fit["ci_low"]) and np.isfinite(fit["ci_high"])
+    monkeypatch.setattr(rates, "bootstrap_converged_means", fake_draws(1))
+    fit = rates.fit_slope(by_horizon, bootstrap=5)
+    assert fit["bootstrap_kept"] == 1 and np.isnan(fit["ci_low"]) and np.isnan(fit["ci_high"])
