@@ -687,3 +687,21 @@ def test_exploration_phases_end_exactly_at_their_last_round():
     policy = eta2(1.0)
     assert policy.choose(60, queue, True)[2]
     assert not policy.choose(61, queue, True)[2]
+
+
+def test_context_sampler_draws_again_until_it_has_every_requested_context(monkeypatch):
+    """A first batch that accepts one context too few must be topped up by a
+    second batch (the count starts at zero)."""
+    import cqb.instances as instances
+
+    calls = []
+
+    def accept_first_rows(batch, theta, threshold):
+        calls.append(batch.shape[0])
+        mask = np.zeros(batch.shape[0], bool)
+        mask[:9 if len(calls) == 1 else batch.shape[0]] = True  # 9 of the 10 wanted, then all
+        return mask
+
+    monkeypatch.setattr(instances, "_passes", accept_first_rows)
+    contexts = instances._sample_accepted_contexts(np.ones((2, 3)), 0.5, 10, np.random.default_rng(0), 0.5)
+    assert contexts.shape == (10, 3) and len(calls) == 2
