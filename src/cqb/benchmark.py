@@ -153,20 +153,12 @@ def startup_main(args) -> str:
     return startup_table(times, load_before, os.getloadavg())
 
 
-def add_arguments(parser):
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--out", help="write the Markdown tables here as well")
-    parser.add_argument("--startup", action="store_true",
-                        help="measure a `cqb run` job's start-up instead of the simulation core")
-    parser.add_argument("--startup-runs", type=int, default=20)
-    parser.add_argument("--startup-baseline", metavar="SRC",
-                        help="another checkout's src/ directory, measured beside this one")
-
-
 def main(args=None):
     if args is None:
+        from .cli import add_benchmark_arguments
+
         parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-        add_arguments(parser)
+        add_benchmark_arguments(parser)
         args = parser.parse_args()
     if args.startup:
         text = startup_main(args)

@@ -132,14 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the simulation code hash the caller scheduled the run with (recorded)")
     run.add_argument("--out", required=True, help="output .npz (written atomically)")
 
-    benchmark = commands.add_parser("benchmark", help="time the simulation core (not a test)")
-    benchmark.add_argument("--repeats", type=int, default=3)
-    benchmark.add_argument("--out", help="write the Markdown tables here as well")
-    benchmark.add_argument("--startup", action="store_true",
-                           help="time a `cqb run` job's start-up instead (docs/benchmarks.md)")
-    benchmark.add_argument("--startup-runs", type=int, default=20, help="runs per source (default 20)")
-    benchmark.add_argument("--startup-baseline", metavar="SRC",
-                           help="another checkout's src/ directory, timed beside this one")
+    add_benchmark_arguments(commands.add_parser("benchmark", help="time the simulation core (not a test)"))
     tables = commands.add_parser("tables", help="Markdown tables of docs/beyond.md from the pipeline's tables")
     tables.add_argument("results", nargs="?", default="results")
     tables.add_argument("figures", nargs="?", default="figures")
@@ -154,6 +147,18 @@ def build_parser() -> argparse.ArgumentParser:
     timed.add_argument("--table", default="docs/results/timings.tsv")
     timed.add_argument("cmd", nargs=argparse.REMAINDER, help="-- the command")
     return parser
+
+
+def add_benchmark_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of `cqb benchmark`, also of `python -m cqb.benchmark` (here,
+    not in cqb.benchmark, which imports numpy: building the parser must not)."""
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", help="write the Markdown tables here as well")
+    parser.add_argument("--startup", action="store_true",
+                        help="time a `cqb run` job's start-up instead (docs/benchmarks.md)")
+    parser.add_argument("--startup-runs", type=int, default=20, help="runs per source (default 20)")
+    parser.add_argument("--startup-baseline", metavar="SRC",
+                        help="another checkout's src/ directory, timed beside this one")
 
 
 def _json_object(option: str, text: str) -> dict:
