@@ -12,7 +12,8 @@ from pathlib import Path
 
 SIMULATION_MODULES = ("__init__.py", "rng.py", "instances.py", "estimation.py",
                       "policies/__init__.py", "policies/registry.py", "policies/parameters.py",
-                      "policies/optimistic.py", "policies/baselines.py", "simulate.py", "io.py")
+                      "policies/optimistic.py", "policies/baselines.py", "simulate.py", "io.py",
+                      "_kernel.c")
 
 
 @functools.lru_cache(maxsize=1)

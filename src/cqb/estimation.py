@@ -22,6 +22,9 @@ def logistic(z):
     return 0.5 * (1.0 + np.tanh(0.5 * np.asarray(z, dtype=np.float64)))
 
 DESIGN_REGS = ("kappa", "plain")
+# "compiled": the per-round work in C (cqb/_kernel.c); "numpy": the reference
+# implementation in numpy, which the tests compare it with every round
+KERNELS = ("compiled", "numpy")
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,7 @@ class EstimatorConfig:
     newton_max_iter: int = 25
     refit_growth: float = 0.2  # exact refit when the sample count grew by this factor
     refit_min_samples: int = 10  # exact refit at every sample below this count
+    kernel: str = "compiled"  # KERNELS: same arithmetic, rounding apart (docs/benchmarks.md)
 
     def __post_init__(self):
         for name in ("reg", "kappa", "norm_bound", "newton_tol"):
@@ -56,6 +60,8 @@ class EstimatorConfig:
             raise ValueError(f"design_reg must be one of {DESIGN_REGS}, got {self.design_reg!r}")
         if not (isinstance(self.refit_growth, (int, float)) and self.refit_growth >= 0):
             raise ValueError(f"refit_growth must be a number ≥ 0, got {self.refit_growth!r}")
+        if self.kernel not in KERNELS:
+            raise ValueError(f"kernel must be one of {KERNELS}, got {self.kernel!r}")
         if int(self.newton_max_iter) < 1:
             raise ValueError(f"newton_max_iter must be ≥ 1, got {self.newton_max_iter!r}")
 
@@ -141,6 +147,7 @@ class LogisticEstimator:
         self.widths = confidence_width(config, dim, n_servers, self.counts)
         self.refits = 0
         self.projections = 0  # how often the projection was active (diagnostic)
+        self.core = _compiled_core(self) if config.kernel == "compiled" else None
 
     def design(self, server: int) -> np.ndarray:
         """V_k, rebuilt from the data (the estimator itself keeps only V_k⁻¹)."""
@@ -148,6 +155,10 @@ class LogisticEstimator:
         return self.ridge * np.eye(self.dim) + X.T @ X
 
     def update(self, server: int, x: np.ndarray, outcome: float) -> None:
+        if self.core is not None:
+            x = np.ascontiguousarray(x, dtype=np.float64)
+            self.finish_compiled_update(server, self.core.update(server, x, float(outcome)))
+            return
         n = int(self.counts[server]) + 1
         self.features[server, n - 1] = x
         self.outcomes[server, n - 1] = outcome
@@ -158,7 +169,9 @@ class LogisticEstimator:
             self.next_refit[server] = n + 1 if n < self.config.refit_min_samples else n + max(growth, 1)
         else:
             theta = self.mle[server]
-            prob = 1.0 / (1.0 + math.exp(-(x @ theta)))
+            exponent = -(x @ theta)
+            # e^709.8 overflows a float; μ is then 0 to double precision
+            prob = 1.0 / (1.0 + math.exp(exponent)) if exponent < 709.0 else 0.0
             hx = self._rank_one(server, x, prob * (1.0 - prob))
             # One Newton step on (quadratic model of the old data) + new sample.
             theta -= (prob - outcome) * hx
@@ -170,6 +183,15 @@ class LogisticEstimator:
         else:
             self.theta[server] = mle
         self.widths[server] = _width(self.config, self.dim, self.n_servers, n, bound)
+
+    def finish_compiled_update(self, server: int, flags: int) -> None:
+        """What the compiled update leaves to Python: counting the refit, and the
+        projection when the MLE left the ball (scipy's SLSQP for Filippi's)."""
+        if flags & _REFITTED:
+            self.refits += 1
+        if flags & _OUTSIDE_BALL:
+            mle = self.mle[server]
+            self.theta[server] = self._project(server, mle, math.sqrt(mle @ mle), self.norm_bounds[server])
 
     def _rank_one(self, server, x, weight):
         """Sherman–Morrison on V⁻¹ (weight 1) and, when ``weight`` > 0, on the
@@ -221,6 +243,46 @@ class LogisticEstimator:
 
     def mean_column(self, server: int, contexts: np.ndarray) -> np.ndarray:
         return logistic(contexts @ self.theta[server])
+
+
+_REFITTED, _OUTSIDE_BALL = 1, 2  # the flags of cqb._kernel.Core.update
+
+
+def compiled_kernel():
+    """The module cqb._kernel, checked to be built from the _kernel.c beside it
+    (the file the code hash covers): a stale build would run other code than
+    the runs record."""
+    global _KERNEL
+    if _KERNEL is None:
+        try:
+            from . import _kernel
+        except ImportError as error:  # a source checkout that was never installed
+            raise ImportError("cqb._kernel is not built: run `pip install -e .` (needs a C compiler), "
+                              "or use the policy parameter kernel: numpy") from error
+        import hashlib
+        from pathlib import Path
+
+        source = Path(__file__).with_name("_kernel.c")
+        if getattr(_kernel, "SOURCE_HASH", None) != hashlib.sha256(source.read_bytes()).hexdigest():
+            raise ImportError(f"cqb._kernel was built from another version of {source}: "
+                              "rebuild it with `pip install -e .`")
+        _KERNEL = _kernel
+    return _KERNEL
+
+
+_KERNEL = None
+
+
+def _compiled_core(estimator: LogisticEstimator):
+    _kernel = compiled_kernel()
+    config = estimator.config
+    estimator.norm_bound_array = np.asarray(estimator.norm_bounds, dtype=np.float64)
+    return _kernel.Core(estimator.features, estimator.outcomes, estimator.counts, estimator.mle,
+                        estimator.theta, estimator.inverses, estimator.next_refit, estimator.widths,
+                        estimator.norm_bound_array, float(config.reg), float(config.kappa),
+                        float(config.delta), float(estimator.ridge), float(config.newton_tol),
+                        int(config.newton_max_iter), float(config.refit_growth),
+                        int(config.refit_min_samples))
 
 
 def _width(config, dim, n_servers, n_samples, norm_bound) -> float:

@@ -24,13 +24,20 @@ class OptimisticScorer:
         self.means = np.empty((capacity, env.n_servers))
         self.bonuses = np.empty((capacity, env.n_servers))
         self.ucb = np.empty((capacity, env.n_servers))
-        self.scored_until = 0  # arrival ids below this have full rows
+        self.scored_until = 0  # arrival ids below this have full rows (the compiled core keeps its own)
         # Columns to refresh before the next decision. A set, not one server:
         # exploration rounds update a server without scoring, so several
         # columns can go stale between two UCB rounds.
         self.stale = np.zeros(env.n_servers, dtype=bool)
+        self.core = self.estimator.core
+        if self.core is not None:
+            self.core.attach_scorer(contexts, self.means, self.bonuses, self.ucb, self.stale,
+                                    float(self.bonus_scale))
 
     def refresh(self, queue):
+        if self.core is not None:
+            self.core.refresh(queue)
+            return
         est = self.estimator
         length = queue.shape[0]
         newest = int(queue[-1]) + 1
@@ -67,12 +74,17 @@ class OptimisticScorer:
             self.scored_until = newest
 
     def optimistic_choice(self, queue):
+        if self.core is not None:
+            return self.core.choose(queue)
         self.refresh(queue)
         scores = self.ucb[queue]
         flat = int(scores.argmax())  # row-major: earliest job, then lowest server, on ties
         return divmod(flat, scores.shape[1])
 
     def update(self, job, server, success):
+        if self.core is not None:
+            self.estimator.finish_compiled_update(server, self.core.update_job(job, server, float(success)))
+            return
         self.estimator.update(server, self.contexts[job], float(success))
         self.stale[server] = True
 

@@ -53,6 +53,9 @@ class EstimatorParams:
     newton_max_iter: int = 25
     refit_growth: float = 0.2
     refit_min_samples: int = 10
+    # "compiled" (C, cqb/_kernel.c) or "numpy" (the reference implementation):
+    # the same arithmetic, results equal up to rounding (docs/benchmarks.md)
+    kernel: str = "compiled"
 
     def resolve(self, env: PolicyEnv):
         changes = {}
@@ -81,7 +84,7 @@ class EstimatorParams:
                                design_reg=self.design_reg, newton_tol=self.newton_tol,
                                newton_max_iter=self.newton_max_iter,
                                refit_growth=self.refit_growth,
-                               refit_min_samples=self.refit_min_samples)
+                               refit_min_samples=self.refit_min_samples, kernel=self.kernel)
 
 
 def _replace(obj, **changes):
