@@ -30,6 +30,8 @@ MUTANTS = [
     ("refresh: the last scored job left out of the search", "        n_old = lo;\n", "        n_old = lo > 0 ? lo - 1 : 0;\n"),
     ("refresh: newcomers treated as scored", "else if (fresh <= length && queue[length - fresh] == self->scored_until)",
      "else if (fresh <= length)"),
+    ("refresh: only the first arrival id range-checked", "for (Py_ssize_t i = 0; i < length; i++)\n        if (queue[i] < 0",
+     "for (Py_ssize_t i = 0; i < 1; i++)\n        if (queue[i] < 0"),
     ("update_job: column not marked stale", "    self->stale[k] = 1;\n", "\n"),
     ("refresh: stale flag never cleared, column never refreshed", "if (!self->stale[k]) continue;", "continue;"),
     ("schedule: one refit too many", "n < self->refit_min_samples ? n + 1", "n <= self->refit_min_samples ? n + 1"),

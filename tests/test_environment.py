@@ -15,8 +15,9 @@ from packaging.requirements import Requirement
 
 from conftest import REPO
 
-# Entries that are not packages of the pipeline (the interpreter, the installer, the project itself).
-NOT_PACKAGES = {"python", "pip", "-e ."}
+# Entries that are not packages of the pipeline (the interpreter, the installer, the
+# project itself, the C compiler that builds cqb._kernel: pip users have the system's).
+NOT_PACKAGES = {"python", "pip", "-e .", "c-compiler"}
 
 
 def package_name(requirement: str) -> str:
@@ -251,6 +252,13 @@ def test_rule_env_installs_what_the_rule_imports(rule):
         f"rule {rule['name']}: {rule['env'].name} does not install the cqb package "
         f"(needs {rule['env'].stem}.post-deploy.sh running pip install -e)"
     )
+
+
+def test_every_env_that_installs_cqb_can_compile_its_kernel():
+    envs = [REPO / "environment.yml"] + sorted((REPO / "workflow" / "envs").glob("*.yaml"))
+    for env in envs:
+        if env.name == "environment.yml" or installs_the_package(env):
+            assert "c-compiler" in env_distributions(env), f"{env.name} installs cqb but has no c-compiler"
 
 
 def test_import_scan_follows_the_package():

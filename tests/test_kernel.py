@@ -210,7 +210,7 @@ def test_bad_inputs_get_one_clear_error():
                             contexts, stream(0, "policy"))
     with pytest.raises(TypeError, match="int64"):
         policy.choose(1, np.array([0, 1], dtype=np.int32), False)
-    with pytest.raises(IndexError, match="arrival id out of range"):
+    with pytest.raises(IndexError, match="arrival id 4 out of range"):
         policy.choose(1, np.array([0, 4]), False)
 
 
@@ -228,3 +228,43 @@ def test_a_stale_build_is_refused(monkeypatch):
 def test_kernel_flags_match_the_python_side():
     kernel = importlib.import_module("cqb._kernel")
     assert (kernel.REFITTED, kernel.OUTSIDE_BALL) == (estimation._REFITTED, estimation._OUTSIDE_BALL)
+
+
+def test_benchmark_times_both_kernels_side_by_side():
+    from cqb.benchmark import BASE, coupon_sized_instance, seeds_table, time_policy
+
+    instance = instance_from_spec(BASE, stream(0, "instance"))
+    trace = draw_trace(instance, 300, 0)
+    seconds, runs = time_policy(instance, trace, "cqb_opt", None, 1)
+    assert set(seconds) == {"numpy", "compiled"} and all(value > 0 for value in seconds.values())
+    assert runs["numpy"].queue.shape == runs["compiled"].queue.shape == (300,)
+    seconds, runs = time_policy(instance, trace, "q_ucb", None, 1)
+    assert set(seconds) == {None}
+    rows = seeds_table(1, seeds=range(2), horizon=300)
+    assert rows[0].startswith("### CQB-Opt at the base instance, seeds 0–1")
+    assert [row.split(" | ")[0] for row in rows[4:7]] == ["| 0", "| 1", "| all"]
+    coupon = coupon_sized_instance(0)
+    assert coupon.dim == 120 and coupon.n_servers == 2
+    assert coupon.service_probabilities(coupon.sample_contexts(500, np.random.default_rng(0))).max(axis=1).mean() > 0.5
+
+
+@pytest.mark.parametrize("kernel", ["numpy", "compiled"])
+def test_both_kernels_report_how_far_rows_are_scored(kernel):
+    contexts = np.full((6, 3), 0.5)
+    policy, _ = make_policy("cqb_opt", policy_env(pool_instance(np.ones((2, 3)), contexts, 0.5), 6),
+                            contexts, stream(0, "policy"), {"kernel": kernel})
+    assert policy.scorer.scored_until == 0
+    policy.choose(1, np.array([0, 1, 2]), False)
+    assert policy.scorer.scored_until == 3
+    policy.choose(2, np.array([1, 4]), False)
+    assert policy.scorer.scored_until == 5
+
+
+def test_an_arrival_id_out_of_range_anywhere_in_the_queue_is_refused():
+    contexts = np.full((4, 3), 0.5)
+    policy, _ = make_policy("cqb_opt", policy_env(pool_instance(np.ones((2, 3)), contexts, 0.5), 4),
+                            contexts, stream(0, "policy"))
+    with pytest.raises(IndexError, match="arrival id 9 out of range"):
+        policy.choose(1, np.array([0, 9, 2]), False)
+    with pytest.raises(IndexError, match="arrival id -1 out of range"):
+        policy.choose(1, np.array([-1, 2]), False)

@@ -407,11 +407,14 @@ static void score(Core *self, Py_ssize_t job, Py_ssize_t k) {
 static int refresh(Core *self, const int64_t *queue, Py_ssize_t length) {
     if (!self->has_scorer) { PyErr_SetString(PyExc_RuntimeError, "cqb._kernel: no scorer attached"); return -1; }
     if (length <= 0) { PyErr_SetString(PyExc_ValueError, "cqb._kernel: the queue is empty"); return -1; }
+    /* Every id is checked (not only the ends): the loops below index arrays by them. */
+    for (Py_ssize_t i = 0; i < length; i++)
+        if (queue[i] < 0 || queue[i] >= self->n_contexts) {
+            PyErr_Format(PyExc_IndexError, "cqb._kernel: arrival id %lld out of range (%zd contexts)",
+                         (long long)queue[i], self->n_contexts);
+            return -1;
+        }
     Py_ssize_t newest = (Py_ssize_t)queue[length - 1] + 1;
-    if (newest > self->n_contexts || queue[0] < 0) {
-        PyErr_Format(PyExc_IndexError, "cqb._kernel: arrival id out of range (%zd contexts)", self->n_contexts);
-        return -1;
-    }
     Py_ssize_t fresh = newest - self->scored_until, n_old;
     if (fresh < 0) fresh = 0;
     if (fresh == 0)

@@ -5,8 +5,12 @@ Usage: cqb benchmark [--repeats 3] [--out docs/benchmarks.md]   (or python -m cq
 
 Measures, for every policy, the wall time of one run (policy only; the trace
 and the oracle excluded) at the base instance (K = 5, d = 5, λ = 0.7, ϵ = 0.1,
-T = 5000) and at an MNIST-sized pool instance (K = 10, d = 49, λ = 0.15,
-T = 4000), then the per-round cost of CQB-Opt against queue length and d.
+T = 5000), at an MNIST-sized pool (K = 10, d = 49, λ = 0.15, T = 4000) and at
+a Coupon-sized pool (K = 2, d = 120, sparse binary contexts, λ = 0.5,
+T = 4000); then CQB-Opt at the base instance on five seeds' traces; then the
+per-round cost of CQB-Opt against queue length and d. Every CQB policy is
+timed with both kernels ("numpy", the reference, and "compiled"), the two
+alternating on the same trace, so a speed-up is a ratio taken side by side.
 
 ``--startup`` measures a `cqb run` job's start-up instead (see
 :func:`startup_times`), optionally beside another checkout's source.
@@ -44,22 +48,48 @@ def mnist_sized_instance(seed: int):
     return pool_instance(theta, contexts, 0.15)
 
 
-def time_policy(instance, trace, policy, params, repeats):
-    best = np.inf
+def coupon_sized_instance(seed: int):
+    """Binary contexts with a constant feature, ~10 % ones (like one-hot survey
+    answers), scaled to norm ≤ 1; θ* gives a mean best rate above λ."""
+    rng = np.random.default_rng(seed)
+    contexts = (rng.random((4000, 120)) < 0.1).astype(np.float64)
+    contexts[:, 0] = 1.0
+    contexts /= np.linalg.norm(contexts, axis=1).max()
+    theta = rng.normal(size=(2, 120)) * 0.5
+    theta[:, 0] = 2.0
+    return pool_instance(theta, contexts, 0.5)
+
+
+KERNELS = ("numpy", "compiled")  # the reference first: the old path, kept callable
+
+
+def has_kernels(policy: str) -> bool:
+    from .policies import policy_parameters
+
+    return "kernel" in policy_parameters(policy)
+
+
+def time_policy(instance, trace, policy, params, repeats, seed=0):
+    """Best-of-``repeats`` seconds of one run per kernel ({None: …} for a policy
+    without kernels), the kernels alternating, and the last run of each."""
+    kernels = KERNELS if has_kernels(policy) else (None,)
+    best, runs = dict.fromkeys(kernels, np.inf), {}
     for _ in range(repeats):
-        started = time.perf_counter()
-        run, _ = play(instance, trace, policy, params, 0)
-        best = min(best, time.perf_counter() - started)
-    return best, run
+        for kernel in kernels:
+            chosen = dict(params or {}, **({"kernel": kernel} if kernel else {}))
+            started = time.perf_counter()
+            runs[kernel], _ = play(instance, trace, policy, chosen, seed)
+            best[kernel] = min(best[kernel], time.perf_counter() - started)
+    return best, runs
 
 
-def per_round_cost(queue_length, dim, n_servers=5, rounds=300):
+def per_round_cost(queue_length, dim, n_servers=5, rounds=300, kernel="compiled"):
     """Seconds per CQB-Opt decision + update with a queue held at ``queue_length``."""
     rng = np.random.default_rng(0)
     contexts = rng.normal(size=(queue_length + rounds, dim))
     contexts /= np.linalg.norm(contexts, axis=1, keepdims=True)
     env = PolicyEnv(n_servers, dim, queue_length + rounds, 0.5, 0.1)
-    policy, _ = make_policy("cqb_opt", env, contexts, stream(0, "policy"))
+    policy, _ = make_policy("cqb_opt", env, contexts, stream(0, "policy"), {"kernel": kernel})
     queue = np.arange(queue_length)
     for t in range(1, 30):  # warm up: estimator state, caches
         position, server, _ = policy.choose(t, queue, False)
@@ -75,6 +105,52 @@ def per_round_cost(queue_length, dim, n_servers=5, rounds=300):
 CLI_SCRIPT = "import sys; from cqb.cli import main; sys.exit(main())"
 STARTUP_RUN = ["run", "--policy", "cqb_opt", "--seed", "0", "--horizon", "2"]
 LOOP_START_LINE = "cqb: loop start "
+
+
+def seeds_table(repeats: int, seeds=range(5), horizon=5000) -> list[str]:
+    """CQB-Opt at the base instance on the traces of several seeds (each seed its own
+    instance), numpy and compiled side by side: the headline ratio, over seeds
+    rather than one trace, because an occasional slow projection (SLSQP at its
+    iteration limit) can dominate a single run of either kernel."""
+    lines = [f"### CQB-Opt at the base instance, seeds {seeds[0]}–{seeds[-1]} (T={horizon})", "",
+             "| seed | numpy: s per run | compiled: s per run | speed-up | projections numpy / compiled "
+             "| same queue path |", "| ---: | ---: | ---: | ---: | ---: | --- |"]
+    totals = dict.fromkeys(KERNELS, 0.0)
+    for seed in seeds:
+        instance = instance_from_spec(BASE, stream(seed, "instance"))
+        trace = draw_trace(instance, horizon, seed)
+        seconds, runs = time_policy(instance, trace, "cqb_opt", None, repeats, seed)
+        projections = [_projections(instance, trace, kernel, seed) for kernel in KERNELS]
+        same = np.array_equal(runs["numpy"].queue, runs["compiled"].queue)
+        for kernel in KERNELS:
+            totals[kernel] += seconds[kernel]
+        lines.append(f"| {seed} | {seconds['numpy']:.3f} | {seconds['compiled']:.3f} | "
+                     f"{seconds['numpy'] / seconds['compiled']:.1f}× | {projections[0]} / {projections[1]} | "
+                     f"{'yes' if same else 'no'} |")
+        print(lines[-1], flush=True)
+    lines += [f"| all | {totals['numpy']:.3f} | {totals['compiled']:.3f} | "
+              f"{totals['numpy'] / totals['compiled']:.1f}× | | |", ""]
+    return lines
+
+
+def _projections(instance, trace, kernel, seed):
+    from .simulate import policy_env, run_policy
+
+    horizon = trace.arrivals.shape[0]
+    policy, _ = make_policy("cqb_opt", policy_env(instance, horizon), trace.contexts, stream(seed, "policy"),
+                            {"kernel": kernel}, true_means=trace.true_means)
+    run_policy(policy, trace)
+    return policy.scorer.estimator.projections
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
 
 
 def startup_times(sources: dict[str, Path], runs: int = 20, out_dir: Path | None = None) -> dict:
@@ -167,31 +243,50 @@ def main(args=None):
         print(text)
         return
 
+    load_before = os.getloadavg()
     lines = [f"cqb {__version__}, Python {platform.python_version()}, numpy {np.__version__}, "
-             f"{platform.machine()}; best of {args.repeats} runs, wall time of the policy's loop", ""]
+             f"{platform.machine()} ({_cpu_model()}); best of {args.repeats} runs per kernel, the "
+             f"kernels alternating; wall time of the policy's loop", ""]
     settings = [
         ("base: K=5, d=5, λ=0.7, ϵ=0.1, T=5000", instance_from_spec(BASE, stream(0, "instance")), 5000),
         ("MNIST-sized pool: K=10, d=49, λ=0.15, T=4000", mnist_sized_instance(0), 4000),
+        ("Coupon-sized pool: K=2, d=120 (binary, ~10 % ones), λ=0.5, T=4000", coupon_sized_instance(0), 4000),
     ]
     for title, instance, horizon in settings:
         trace = draw_trace(instance, horizon, 0)
-        lines += [f"### {title}", "", "| policy | seconds per run | rounds per second | mean Q(t) |",
-                  "| --- | ---: | ---: | ---: |"]
+        lines += [f"### {title}", "",
+                  "| policy | numpy: s per run | compiled: s per run | speed-up | rounds per second "
+                  "(compiled) | mean Q(t) numpy | mean Q(t) compiled |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
         for policy in registered_policies():
             params = {"tau": horizon // 10} if policy == "cqb_eps" and instance.slack is None else None
             if policy == "cqb_eta2" and instance.slack is None:
                 params = {"tau": horizon // 10, "eta": 0.02, "cutoff": horizon // 2}
-            seconds, run = time_policy(instance, trace, policy, params, args.repeats)
-            lines.append(f"| {policy} | {seconds:.3f} | {horizon / seconds:,.0f} | {run.queue.mean():.2f} |")
+            seconds, runs = time_policy(instance, trace, policy, params, args.repeats)
+            if None in seconds:  # no kernels: one implementation
+                run = runs[None]
+                lines.append(f"| {policy} | | {seconds[None]:.3f} | | {horizon / seconds[None]:,.0f} | "
+                             f"| {run.queue.mean():.2f} |")
+            else:
+                lines.append(f"| {policy} | {seconds['numpy']:.3f} | {seconds['compiled']:.3f} | "
+                             f"{seconds['numpy'] / seconds['compiled']:.1f}× | "
+                             f"{horizon / seconds['compiled']:,.0f} | {runs['numpy'].queue.mean():.2f} | "
+                             f"{runs['compiled'].queue.mean():.2f} |")
             print(lines[-1], flush=True)
         lines.append("")
 
-    lines += ["### CQB-Opt per-round cost (decision + update) against queue length and d (K = 5)", "",
+    lines += seeds_table(args.repeats)
+    lines += ["### CQB-Opt per-round cost (decision + update) against queue length and d (K = 5), "
+              "numpy / compiled", "",
               "| queue length | d = 5 | d = 20 | d = 49 |", "| ---: | ---: | ---: | ---: |"]
     for queue_length in (1, 10, 100, 1000):
-        cells = [f"{per_round_cost(queue_length, dim) * 1e6:.0f} µs" for dim in (5, 20, 49)]
+        cells = [" / ".join(f"{per_round_cost(queue_length, dim, kernel=kernel) * 1e6:.0f} µs"
+                            for kernel in KERNELS) for dim in (5, 20, 49)]
         lines.append(f"| {queue_length} | " + " | ".join(cells) + " |")
         print(lines[-1], flush=True)
+    load_after = os.getloadavg()
+    lines += ["", f"Load average (1, 5, 15 min): {', '.join(f'{x:.2f}' for x in load_before)} before, "
+              f"{', '.join(f'{x:.2f}' for x in load_after)} after."]
     text = "\n".join(lines) + "\n"
     if args.out:
         with open(args.out, "w") as handle:

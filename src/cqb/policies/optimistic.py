@@ -24,7 +24,7 @@ class OptimisticScorer:
         self.means = np.empty((capacity, env.n_servers))
         self.bonuses = np.empty((capacity, env.n_servers))
         self.ucb = np.empty((capacity, env.n_servers))
-        self.scored_until = 0  # arrival ids below this have full rows (the compiled core keeps its own)
+        self._scored_until = 0  # arrival ids below this have full rows (numpy kernel)
         # Columns to refresh before the next decision. A set, not one server:
         # exploration rounds update a server without scoring, so several
         # columns can go stale between two UCB rounds.
@@ -34,6 +34,11 @@ class OptimisticScorer:
             self.core.attach_scorer(contexts, self.means, self.bonuses, self.ucb, self.stale,
                                     float(self.bonus_scale))
 
+    @property
+    def scored_until(self) -> int:
+        """Arrival ids below this have their full row of scores."""
+        return self.core.scored_until if self.core is not None else self._scored_until
+
     def refresh(self, queue):
         if self.core is not None:
             self.core.refresh(queue)
@@ -41,15 +46,15 @@ class OptimisticScorer:
         est = self.estimator
         length = queue.shape[0]
         newest = int(queue[-1]) + 1
-        fresh = max(newest - self.scored_until, 0)
+        fresh = max(newest - self._scored_until, 0)
         # New ids sit at the tail of the id-sorted queue; an explored newcomer
         # may have left unscored, then fall back to a search.
         if fresh == 0:
             n_old = length
-        elif fresh <= length and queue[length - fresh] == self.scored_until:
+        elif fresh <= length and queue[length - fresh] == self._scored_until:
             n_old = length - fresh
         else:
-            n_old = int(np.searchsorted(queue, self.scored_until))
+            n_old = int(np.searchsorted(queue, self._scored_until))
         if n_old:
             old = queue[:n_old]
             X = self.contexts[old]
@@ -61,17 +66,17 @@ class OptimisticScorer:
                 self.ucb[old, k] = means + bonuses
         self.stale[:] = False
         if fresh > 0:
-            X = self.contexts[self.scored_until:newest]
+            X = self.contexts[self._scored_until:newest]
             means = logistic(X @ est.theta.T)
             if fresh == 1:
                 widths = np.sqrt((est.design_inv @ X[0]) @ X[0])[None]
             else:
                 widths = np.sqrt(np.einsum("nd,kde,ne->nk", X, est.design_inv, X))
             bonuses = (self.bonus_scale * est.widths) * widths
-            self.means[self.scored_until:newest] = means
-            self.bonuses[self.scored_until:newest] = bonuses
-            self.ucb[self.scored_until:newest] = means + bonuses
-            self.scored_until = newest
+            self.means[self._scored_until:newest] = means
+            self.bonuses[self._scored_until:newest] = bonuses
+            self.ucb[self._scored_until:newest] = means + bonuses
+            self._scored_until = newest
 
     def optimistic_choice(self, queue):
         if self.core is not None:
