@@ -8,6 +8,7 @@ Examples::
         --arrival-rate 0.15 --set tau=400 --out mnist.npz
     cqb benchmark --repeats 3          # timings of the simulation core (docs/benchmarks.md)
     cqb tables results figures         # the Markdown tables of docs/beyond.md
+    cqb compare OLD/runs results/runs  # what a code change changed, run by run
 
 The workflow's `simulate` rule runs ``cqb run --instance-spec JSON --params JSON
 --code-hash H ... 2> LOG``: everything it reports goes to stderr. Bad input
@@ -141,6 +142,13 @@ def build_parser() -> argparse.ArgumentParser:
     publish.add_argument("--source", default="figures", help="the pipeline's figures_dir (default figures)")
     publish.add_argument("--dest", default="docs/results")
     publish.add_argument("--readme", default="README.md")
+    compare = commands.add_parser(
+        "compare", help="pair two trees of run files by path and report what changed (cqb.compare)")
+    compare.add_argument("old", help="the old runs folder (e.g. a copy of results/runs)")
+    compare.add_argument("new", help="the new runs folder")
+    compare.add_argument("--old-claims", help="the old claims table (claims.tsv)")
+    compare.add_argument("--new-claims", help="the new claims table")
+    compare.add_argument("--out", help="write the Markdown report here (atomically) as well")
     timed = commands.add_parser(
         "time", help="run a command and record its wall time and the machine's load in a timings table")
     timed.add_argument("--label", required=True, help="what was run, in words")
@@ -222,6 +230,25 @@ def run(args) -> int:
     return 0
 
 
+def _compare(args) -> int:
+    from .aggregate import atomic_write_text
+    from .compare import compare_claims, compare_run_trees, comparison_markdown
+
+    try:
+        if (args.old_claims is None) != (args.new_claims is None):
+            raise ValueError("give both --old-claims and --new-claims, or neither")
+        runs, extra = compare_run_trees(Path(args.old), Path(args.new))
+        claims = compare_claims(Path(args.old_claims), Path(args.new_claims)) if args.old_claims else None
+    except (OSError, ValueError) as error:
+        print(f"cqb: error: {error}", file=sys.stderr)
+        return 2
+    text = comparison_markdown(runs, extra, claims)
+    if args.out:
+        atomic_write_text(Path(args.out), text)
+    print(text)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "policies":
@@ -248,6 +275,8 @@ def main(argv: list[str] | None = None) -> int:
         except (OSError, ValueError) as error:
             print(f"cqb: error: {error}", file=sys.stderr)
             return 2
+    if args.command == "compare":
+        return _compare(args)
     if args.command == "tables":
         from .beyond_tables import main as tables
 

@@ -1,0 +1,113 @@
+"""Two result trees of the same pipeline, run by run: what a change of the
+simulation code changed in the numbers.
+
+Usage: cqb compare OLD/results/runs NEW/results/runs [--old-claims OLD.tsv --new-claims NEW.tsv]
+                   [--out docs/results/code_change.md]
+
+Pairs the run files by their path below the two folders (instance, horizon,
+policy, seed: the same trace on both sides), and reports per (instance,
+horizon, policy): how many runs took the very same queue path, the round at
+which the others first parted, and the mean tail regret (Q − Q* over the last
+10 % of rounds) on either side. With two claims tables it also lists every
+claim whose verdict changed.
+"""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .io import load_run
+from .summaries import SummarySettings, tail_length
+
+
+def _run_files(root: Path) -> dict[str, Path]:
+    return {str(path.relative_to(root)): path for path in sorted(root.rglob("*.npz"))}
+
+
+def compare_run_trees(old: Path, new: Path, settings: SummarySettings = SummarySettings()) -> tuple[pd.DataFrame, dict]:
+    """Per (instance, horizon, policy) group: runs paired, identical queue paths,
+    the median first round at which the others differ, mean tail regrets.
+    Also returns the code hashes seen on each side and the unpaired files."""
+    old_files, new_files = _run_files(Path(old)), _run_files(Path(new))
+    paired = sorted(set(old_files) & set(new_files))
+    if not paired:
+        raise ValueError(f"no run file has the same relative path below {old} and {new}")
+    groups: dict[tuple, dict] = {}
+    hashes = {"old": set(), "new": set()}
+    for name in paired:
+        instance, horizon, policy, _seed = Path(name).parts[-4:]
+        before, after = load_run(old_files[name]), load_run(new_files[name])
+        hashes["old"].add(before["metadata"].get("code_hash"))
+        hashes["new"].add(after["metadata"].get("code_hash"))
+        group = groups.setdefault((instance, horizon, policy), {"runs": 0, "identical": 0, "parted_at": [],
+                                                                "tail_old": [], "tail_new": []})
+        group["runs"] += 1
+        differs = np.flatnonzero(before["queue"] != after["queue"])
+        if differs.size == 0:
+            group["identical"] += 1
+        else:
+            group["parted_at"].append(int(differs[0]) + 1)  # rounds count from 1
+        for side, run in (("tail_old", before), ("tail_new", after)):
+            regret = run["queue"] - run["oracle_queue"]
+            group[side].append(float(regret[-tail_length(regret.shape[0], settings.tail_fraction):].mean()))
+    rows = [{"instance": instance, "horizon": int(horizon.lstrip("T")), "policy": policy,
+             "runs": group["runs"], "identical_paths": group["identical"],
+             "median_first_difference": statistics.median(group["parted_at"]) if group["parted_at"] else None,
+             "tail_regret_old": statistics.fmean(group["tail_old"]),
+             "tail_regret_new": statistics.fmean(group["tail_new"])}
+            for (instance, horizon, policy), group in sorted(groups.items())]
+    extra = {"hashes": {side: sorted(h for h in values if h) for side, values in hashes.items()},
+             "only_old": sorted(set(old_files) - set(new_files)),
+             "only_new": sorted(set(new_files) - set(old_files))}
+    return pd.DataFrame(rows), extra
+
+
+def compare_claims(old_tsv: Path, new_tsv: Path) -> pd.DataFrame:
+    """Claims whose verdict differs between two claims tables (or that only one has)."""
+    old = pd.read_csv(old_tsv, sep="\t").set_index("claim")
+    new = pd.read_csv(new_tsv, sep="\t").set_index("claim")
+    rows = []
+    for claim in sorted(set(old.index) | set(new.index)):
+        before = old["verdict"].get(claim, "absent")
+        after = new["verdict"].get(claim, "absent")
+        rows.append({"claim": claim, "verdict_old": before, "verdict_new": after,
+                     "value_old": old["value"].get(claim), "value_new": new["value"].get(claim)})
+    return pd.DataFrame(rows)
+
+
+def comparison_markdown(runs: pd.DataFrame, extra: dict, claims: pd.DataFrame | None = None) -> str:
+    total, identical = int(runs["runs"].sum()), int(runs["identical_paths"].sum())
+    lines = [f"Run files compared: {total} (paired by instance, horizon, policy and seed); code "
+             f"{', '.join(extra['hashes']['old']) or '?'} (old) against {', '.join(extra['hashes']['new']) or '?'} "
+             f"(new). The same queue path in {identical} of {total} runs "
+             f"({100 * identical / total:.1f} %).", ""]
+    if extra["only_old"] or extra["only_new"]:
+        lines += [f"Unpaired: {len(extra['only_old'])} run files only in the old tree, "
+                  f"{len(extra['only_new'])} only in the new.", ""]
+    by_policy = runs.groupby("policy")[["runs", "identical_paths"]].sum()
+    lines += ["| policy | runs | same queue path |", "| --- | ---: | ---: |"]
+    lines += [f"| {policy} | {int(row.runs)} | {int(row.identical_paths)} ({100 * row.identical_paths / row.runs:.0f} %) |"
+              for policy, row in by_policy.iterrows()]
+    lines += ["", "Groups where some path changed (tail regret: mean over the runs of Q − Q* over the "
+              "last 10 % of rounds):", "",
+              "| instance | T | policy | runs | same path | median first differing round | tail regret old | tail regret new |",
+              "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
+    for row in runs[runs["identical_paths"] < runs["runs"]].itertuples():
+        lines.append(f"| {row.instance} | {row.horizon} | {row.policy} | {row.runs} | {row.identical_paths} | "
+                     f"{row.median_first_difference:.0f} | {row.tail_regret_old:.4g} | {row.tail_regret_new:.4g} |")
+    if claims is not None:
+        changed = claims[claims["verdict_old"] != claims["verdict_new"]]
+        lines += ["", f"Claims: {len(claims)} in either table; {len(changed)} changed verdict.", ""]
+        if len(changed):
+            lines += ["| claim | verdict old | verdict new | value old | value new |", "| --- | --- | --- | ---: | ---: |"]
+            lines += [f"| {row.claim} | {row.verdict_old} | {row.verdict_new} | {_number(row.value_old)} | "
+                      f"{_number(row.value_new)} |" for row in changed.itertuples()]
+    return "\n".join(lines) + "\n"
+
+
+def _number(value) -> str:
+    return "" if value is None or pd.isna(value) else f"{value:.4g}"

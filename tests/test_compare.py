@@ -1,0 +1,81 @@
+"""cqb compare: two trees of run files paired by path, and two claims tables."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cqb.cli import main
+from cqb.compare import compare_claims, compare_run_trees, comparison_markdown
+from cqb.io import save_run
+from cqb.simulate import RunResult
+
+SPEC = {"kind": "synthetic", "n_servers": 3, "dim": 2, "arrival_rate": 0.5, "slack": 0.1}
+
+
+def write(root, policy, seed, queue, oracle):
+    queue, oracle = np.asarray(queue), np.asarray(oracle)
+    result = RunResult(queue, oracle, np.zeros(queue.shape), np.zeros(queue.shape, dtype=bool), {"seed": seed})
+    save_run(root / "inst" / "T10" / policy / f"seed{seed}.npz", result)
+
+
+def trees(tmp_path):
+    old, new = tmp_path / "old", tmp_path / "new"
+    oracle = [0, 1, 1, 0, 0, 1, 0, 0, 1, 0]
+    same = [0, 1, 2, 1, 1, 2, 1, 1, 2, 1]
+    for root in (old, new):
+        write(root, "cqb_opt", 0, same, oracle)
+    write(old, "cqb_opt", 1, same, oracle)
+    write(new, "cqb_opt", 1, same[:6] + [3, 3, 4, 4], oracle)  # parts at round 7
+    write(old, "q_ucb", 0, same, oracle)
+    return old, new
+
+
+def test_runs_are_paired_by_path_and_partings_found(tmp_path):
+    old, new = trees(tmp_path)
+    runs, extra = compare_run_trees(old, new)
+    opt = runs.set_index("policy").loc["cqb_opt"]
+    assert (opt["runs"], opt["identical_paths"], opt["median_first_difference"]) == (2, 1, 7)
+    # tail: the last 10 % of 10 rounds is the last round: Q − Q* = 1 − 0, and 4 − 0 on the changed run
+    assert opt["tail_regret_old"] == 1.0 and opt["tail_regret_new"] == 2.5
+    assert extra["only_old"] == ["inst/T10/q_ucb/seed0.npz"] and extra["only_new"] == []
+    assert len(extra["hashes"]["old"]) == 1
+    text = comparison_markdown(runs, extra)
+    assert "The same queue path in 1 of 2 runs (50.0 %)" in text
+    assert "| inst | 10 | cqb_opt | 2 | 1 | 7 | 1 | 2.5 |" in text
+
+
+def test_claims_with_a_changed_verdict_are_listed(tmp_path):
+    columns = ["claim", "value", "verdict"]
+    pd.DataFrame([["a", 0.1, "holds"], ["b", 0.5, "inconclusive"]], columns=columns).to_csv(
+        tmp_path / "old.tsv", sep="\t", index=False)
+    pd.DataFrame([["a", 0.12, "holds"], ["b", 1.5, "does not hold"], ["c", 2.0, "holds"]], columns=columns).to_csv(
+        tmp_path / "new.tsv", sep="\t", index=False)
+    claims = compare_claims(tmp_path / "old.tsv", tmp_path / "new.tsv")
+    changed = claims[claims.verdict_old != claims.verdict_new]
+    assert list(changed.claim) == ["b", "c"] and list(changed.verdict_old) == ["inconclusive", "absent"]
+    old, new = trees(tmp_path)
+    text = comparison_markdown(*compare_run_trees(old, new), claims)
+    assert "Claims: 3 in either table; 2 changed verdict." in text
+    assert "| b | inconclusive | does not hold | 0.5 | 1.5 |" in text
+
+
+def test_command_writes_the_report_and_refuses_half_the_claims(tmp_path, capsys):
+    old, new = trees(tmp_path)
+    out = tmp_path / "report.md"
+    assert main(["compare", str(old), str(new), "--out", str(out)]) == 0
+    assert out.read_text().startswith("Run files compared: 2")
+    assert main(["compare", str(old), str(new), "--old-claims", "x.tsv"]) == 2
+    assert "give both --old-claims and --new-claims" in capsys.readouterr().err
+    assert main(["compare", str(old), str(tmp_path / "nothing")]) == 2
+    assert "no run file has the same relative path" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("policy", ["cqb_opt"])
+def test_a_real_run_compared_with_itself_is_identical(tmp_path, policy):
+    from cqb.simulate import simulate
+
+    result = simulate(SPEC, policy, None, 200, 3)
+    for root in ("old", "new"):
+        save_run(tmp_path / root / "x" / "T200" / policy / "seed3.npz", result)
+    runs, _ = compare_run_trees(tmp_path / "old", tmp_path / "new")
+    assert int(runs["identical_paths"].sum()) == 1
