@@ -114,7 +114,7 @@ def test_policy_parameter_sweep_labels_and_fixed_curves():
     curves = plan.curves["bonus_sensitivity"]
     opt = [c.label for c in curves if c.base_label == "cqb_opt"]
     # the label's own value (the default 0.1) keeps the plain label: shared with the base runs
-    assert opt == ["cqb_opt.bonus_scale0.01", "cqb_opt.bonus_scale0.03", "cqb_opt",
+    assert opt == ["cqb_opt.bonus_scale0.01", "cqb_opt", "cqb_opt.bonus_scale0.1",
                    "cqb_opt.bonus_scale0.3", "cqb_opt.bonus_scale1"]
     assert [c.params["bonus_scale"] for c in curves if c.base_label == "cqb_opt"] == [0.01, 0.03, 0.1, 0.3, 1.0]
     # the oracle does not take bonus_scale: one run set for every value
@@ -168,8 +168,8 @@ def test_panels_select_curves_and_name_legends():
         ("cqb_eps", "0.05", "ϵ = 0.05"), ("cqb_eps", "0.1", "ϵ = 0.1"), ("cqb_eps", "0.15", "ϵ = 0.15")]
     zoom = plan.figures["fig6"].panels[2]
     assert [(c.policy, c.legend, c.swept) for c in zoom.curves] == [
-        ("cqb_opt.bonus_scale0.01", "c_β = 0.01", True), ("cqb_opt.bonus_scale0.03", "c_β = 0.03", True),
-        ("cqb_opt", "c_β = 0.1", True), ("oracle", "Optimal", False)]
+        ("cqb_opt.bonus_scale0.01", "c_β = 0.01", True), ("cqb_opt", "c_β = 0.03", True),
+        ("cqb_opt.bonus_scale0.1", "c_β = 0.1", True), ("oracle", "Optimal", False)]
     assert plan.figures["fig6"].experiments == ["bonus_sensitivity"]
 
 

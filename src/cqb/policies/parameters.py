@@ -45,8 +45,9 @@ class EstimatorParams:
     # norm_bound must stay null and resolves to the tuple (S_1, …, S_K))
     norm_bound_kind: str = "shared"
     # c_β, tuned per policy on held-out seeds (config `tuning`, docs/verdicts.md):
-    # 0.1 for CQB-Opt; the subclasses below carry their own tuned value
-    bonus_scale: float = 0.1
+    # 0.03 for CQB-Opt (0.1 before the compiled kernel: one tuning run decided it,
+    # docs/verdicts.md); the subclasses below carry their own tuned value
+    bonus_scale: float = 0.03
     projection: str = "filippi"
     design_reg: str = "kappa"
     newton_tol: float = 1e-6
