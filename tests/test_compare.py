@@ -12,10 +12,11 @@ from cqb.simulate import RunResult
 SPEC = {"kind": "synthetic", "n_servers": 3, "dim": 2, "arrival_rate": 0.5, "slack": 0.1}
 
 
-def write(root, policy, seed, queue, oracle):
+def write(root, policy, seed, queue, oracle, label=None, **params):
     queue, oracle = np.asarray(queue), np.asarray(oracle)
-    result = RunResult(queue, oracle, np.zeros(queue.shape), np.zeros(queue.shape, dtype=bool), {"seed": seed})
-    save_run(root / "inst" / "T10" / policy / f"seed{seed}.npz", result)
+    metadata = {"seed": seed, "policy": policy, "policy_params": params}
+    result = RunResult(queue, oracle, np.zeros(queue.shape), np.zeros(queue.shape, dtype=bool), metadata)
+    save_run(root / "inst" / "T10" / (label or policy) / f"seed{seed}.npz", result)
 
 
 def trees(tmp_path):
@@ -27,6 +28,10 @@ def trees(tmp_path):
     write(old, "cqb_opt", 1, same, oracle)
     write(new, "cqb_opt", 1, same[:6] + [3, 3, 4, 4], oracle)  # parts at round 7
     write(old, "q_ucb", 0, same, oracle)
+    # a changed default moves a run to another label: paired by what it ran, kernel aside
+    write(old, "cqb_ts", 0, same, oracle, label="cqb_ts.bonus_scale0.03", bonus_scale=0.03)
+    write(new, "cqb_ts", 0, same, oracle, label="cqb_ts", bonus_scale=0.03, kernel="compiled")
+    write(old, "cqb_ts", 0, same, oracle, label="cqb_ts", bonus_scale=0.1)
     return old, new
 
 
@@ -37,10 +42,12 @@ def test_runs_are_paired_by_path_and_partings_found(tmp_path):
     assert (opt["runs"], opt["identical_paths"], opt["median_first_difference"]) == (2, 1, 7)
     # tail: the last 10 % of 10 rounds is the last round: Q − Q* = 1 − 0, and 4 − 0 on the changed run
     assert opt["tail_regret_old"] == 1.0 and opt["tail_regret_new"] == 2.5
-    assert extra["only_old"] == ["inst/T10/q_ucb/seed0.npz"] and extra["only_new"] == []
+    assert extra["only_old"] == ["inst/T10/cqb_ts/seed0.npz", "inst/T10/q_ucb/seed0.npz"]
+    assert extra["only_new"] == []
+    assert runs.set_index("policy").loc["cqb_ts", "identical_paths"] == 1
     assert len(extra["hashes"]["old"]) == 1
     text = comparison_markdown(runs, extra)
-    assert "The same queue path in 1 of 2 runs (50.0 %)" in text
+    assert "The same queue path in 2 of 3 runs (66.7 %)" in text
     assert "| inst | 10 | cqb_opt | 2 | 1 | 7 | 1 | 2.5 |" in text
 
 
@@ -63,11 +70,11 @@ def test_command_writes_the_report_and_refuses_half_the_claims(tmp_path, capsys)
     old, new = trees(tmp_path)
     out = tmp_path / "report.md"
     assert main(["compare", str(old), str(new), "--out", str(out)]) == 0
-    assert out.read_text().startswith("Run files compared: 2")
+    assert out.read_text().startswith("Run files compared: 3")
     assert main(["compare", str(old), str(new), "--old-claims", "x.tsv"]) == 2
     assert "give both --old-claims and --new-claims" in capsys.readouterr().err
     assert main(["compare", str(old), str(tmp_path / "nothing")]) == 2
-    assert "no run file has the same relative path" in capsys.readouterr().err
+    assert "no run below" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("policy", ["cqb_opt"])

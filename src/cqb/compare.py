@@ -4,9 +4,11 @@ simulation code changed in the numbers.
 Usage: cqb compare OLD/results/runs NEW/results/runs [--old-claims OLD.tsv --new-claims NEW.tsv]
                    [--out docs/results/code_change.md]
 
-Pairs the run files by their path below the two folders (instance, horizon,
-policy, seed: the same trace on both sides), and reports per (instance,
-horizon, policy): how many runs took the very same queue path, the round at
+Pairs the run files by what they ran — instance folder, horizon, policy, its
+resolved parameters (all but ``kernel``, the implementation) and seed: the
+same trace and the same policy on both sides, even where a changed default
+moved a run to another label — and reports per (instance, horizon, run label
+of the new tree): how many runs took the very same queue path, the round at
 which the others first parted, and the mean tail regret (Q − Q* over the last
 10 % of rounds) on either side. With two claims tables it also lists every
 claim whose verdict changed.
@@ -14,6 +16,7 @@ claim whose verdict changed.
 
 from __future__ import annotations
 
+import json
 import statistics
 from pathlib import Path
 
@@ -24,8 +27,22 @@ from .io import load_run
 from .summaries import SummarySettings, tail_length
 
 
-def _run_files(root: Path) -> dict[str, Path]:
-    return {str(path.relative_to(root)): path for path in sorted(root.rglob("*.npz"))}
+IMPLEMENTATION_PARAMS = ("kernel",)  # how a run was computed, not what: left out of the pairing
+
+
+def _run_files(root: Path) -> dict[tuple, tuple[str, dict]]:
+    """{what the run ran: (relative path, the loaded run)} for every run file below ``root``."""
+    files = {}
+    for path in sorted(Path(root).rglob("*.npz")):
+        run = load_run(path)
+        meta = run["metadata"]
+        params = {k: v for k, v in (meta.get("policy_params") or {}).items() if k not in IMPLEMENTATION_PARAMS}
+        instance, horizon = path.relative_to(root).parts[-4:-2]
+        key = (instance, horizon, meta.get("policy"), json.dumps(params, sort_keys=True), meta.get("seed"))
+        if key in files:
+            raise ValueError(f"{path} and {files[key][0]} ran the same policy, parameters and seed")
+        files[key] = (str(path.relative_to(root)), run)
+    return files
 
 
 def compare_run_trees(old: Path, new: Path, settings: SummarySettings = SummarySettings()) -> tuple[pd.DataFrame, dict]:
@@ -33,14 +50,14 @@ def compare_run_trees(old: Path, new: Path, settings: SummarySettings = SummaryS
     the median first round at which the others differ, mean tail regrets.
     Also returns the code hashes seen on each side and the unpaired files."""
     old_files, new_files = _run_files(Path(old)), _run_files(Path(new))
-    paired = sorted(set(old_files) & set(new_files))
+    paired = sorted(set(old_files) & set(new_files), key=str)
     if not paired:
-        raise ValueError(f"no run file has the same relative path below {old} and {new}")
+        raise ValueError(f"no run below {old} ran the same instance, policy, parameters and seed as one below {new}")
     groups: dict[tuple, dict] = {}
     hashes = {"old": set(), "new": set()}
-    for name in paired:
+    for key in paired:
+        (_, before), (name, after) = old_files[key], new_files[key]
         instance, horizon, policy, _seed = Path(name).parts[-4:]
-        before, after = load_run(old_files[name]), load_run(new_files[name])
         hashes["old"].add(before["metadata"].get("code_hash"))
         hashes["new"].add(after["metadata"].get("code_hash"))
         group = groups.setdefault((instance, horizon, policy), {"runs": 0, "identical": 0, "parted_at": [],
@@ -61,8 +78,8 @@ def compare_run_trees(old: Path, new: Path, settings: SummarySettings = SummaryS
              "tail_regret_new": statistics.fmean(group["tail_new"])}
             for (instance, horizon, policy), group in sorted(groups.items())]
     extra = {"hashes": {side: sorted(h for h in values if h) for side, values in hashes.items()},
-             "only_old": sorted(set(old_files) - set(new_files)),
-             "only_new": sorted(set(new_files) - set(old_files))}
+             "only_old": sorted(old_files[key][0] for key in set(old_files) - set(new_files)),
+             "only_new": sorted(new_files[key][0] for key in set(new_files) - set(old_files))}
     return pd.DataFrame(rows), extra
 
 
@@ -81,7 +98,7 @@ def compare_claims(old_tsv: Path, new_tsv: Path) -> pd.DataFrame:
 
 def comparison_markdown(runs: pd.DataFrame, extra: dict, claims: pd.DataFrame | None = None) -> str:
     total, identical = int(runs["runs"].sum()), int(runs["identical_paths"].sum())
-    lines = [f"Run files compared: {total} (paired by instance, horizon, policy and seed); code "
+    lines = [f"Run files compared: {total} (paired by instance, horizon, policy, parameters and seed); code "
              f"{', '.join(extra['hashes']['old']) or '?'} (old) against {', '.join(extra['hashes']['new']) or '?'} "
              f"(new). The same queue path in {identical} of {total} runs "
              f"({100 * identical / total:.1f} %).", ""]
