@@ -26,7 +26,7 @@ def trees(tmp_path):
     for root in (old, new):
         write(root, "cqb_opt", 0, same, oracle)
     write(old, "cqb_opt", 1, same, oracle)
-    write(new, "cqb_opt", 1, same[:6] + [3, 3, 4, 4], oracle)  # parts at round 7
+    write(new, "cqb_opt", 1, same[:6] + [3, 3, 4, 9], oracle)  # parts at round 7, stalls (tail 9 > 5)
     write(old, "q_ucb", 0, same, oracle)
     # a changed default moves a run to another label: paired by what it ran, kernel aside
     write(old, "cqb_ts", 0, same, oracle, label="cqb_ts.bonus_scale0.03", bonus_scale=0.03)
@@ -40,15 +40,19 @@ def test_runs_are_paired_by_path_and_partings_found(tmp_path):
     runs, extra = compare_run_trees(old, new)
     opt = runs.set_index("policy").loc["cqb_opt"]
     assert (opt["runs"], opt["identical_paths"], opt["median_first_difference"]) == (2, 1, 7)
-    # tail: the last 10 % of 10 rounds is the last round: Q − Q* = 1 − 0, and 4 − 0 on the changed run
-    assert opt["tail_regret_old"] == 1.0 and opt["tail_regret_new"] == 2.5
+    # tail: the last 10 % of 10 rounds is the last round: Q − Q* = 1 − 0, and 9 − 0 on the changed run
+    assert opt["tail_regret_old"] == 1.0 and opt["tail_regret_new"] == 5.0
+    assert extra["stall_changes"] == [{"run": "inst/T10/cqb_opt/seed1.npz", "first_difference": 7,
+                                       "tail_regret_old": 1.0, "tail_regret_new": 9.0}]
     assert extra["only_old"] == ["inst/T10/cqb_ts/seed0.npz", "inst/T10/q_ucb/seed0.npz"]
     assert extra["only_new"] == []
     assert runs.set_index("policy").loc["cqb_ts", "identical_paths"] == 1
     assert len(extra["hashes"]["old"]) == 1
     text = comparison_markdown(runs, extra)
     assert "The same queue path in 2 of 3 runs (66.7 %)" in text
-    assert "| inst | 10 | cqb_opt | 2 | 1 | 7 | 1 | 2.5 |" in text
+    assert "| inst | 10 | cqb_opt | 2 | 1 | 7 | 1 | 5 |" in text
+    assert "Runs stalled on one side only (tail regret above 5.0 jobs): 1." in text
+    assert "| inst/T10/cqb_opt/seed1.npz | 7 | 1 | 9 |" in text
 
 
 def test_claims_with_a_changed_verdict_are_listed(tmp_path):

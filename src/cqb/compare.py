@@ -55,6 +55,7 @@ def compare_run_trees(old: Path, new: Path, settings: SummarySettings = SummaryS
         raise ValueError(f"no run below {old} ran the same instance, policy, parameters and seed as one below {new}")
     groups: dict[tuple, dict] = {}
     hashes = {"old": set(), "new": set()}
+    stall_changes = []
     for key in paired:
         (_, before), (name, after) = old_files[key], new_files[key]
         instance, horizon, policy, _seed = Path(name).parts[-4:]
@@ -68,9 +69,14 @@ def compare_run_trees(old: Path, new: Path, settings: SummarySettings = SummaryS
             group["identical"] += 1
         else:
             group["parted_at"].append(int(differs[0]) + 1)  # rounds count from 1
+        tails = []
         for side, run in (("tail_old", before), ("tail_new", after)):
             regret = run["queue"] - run["oracle_queue"]
-            group[side].append(float(regret[-tail_length(regret.shape[0], settings.tail_fraction):].mean()))
+            tails.append(float(regret[-tail_length(regret.shape[0], settings.tail_fraction):].mean()))
+            group[side].append(tails[-1])
+        if (tails[0] > settings.stall_threshold) != (tails[1] > settings.stall_threshold):
+            stall_changes.append({"run": name, "first_difference": int(differs[0]) + 1,
+                                  "tail_regret_old": tails[0], "tail_regret_new": tails[1]})
     rows = [{"instance": instance, "horizon": int(horizon.lstrip("T")), "policy": policy,
              "runs": group["runs"], "identical_paths": group["identical"],
              "median_first_difference": statistics.median(group["parted_at"]) if group["parted_at"] else None,
@@ -79,7 +85,8 @@ def compare_run_trees(old: Path, new: Path, settings: SummarySettings = SummaryS
             for (instance, horizon, policy), group in sorted(groups.items())]
     extra = {"hashes": {side: sorted(h for h in values if h) for side, values in hashes.items()},
              "only_old": sorted(old_files[key][0] for key in set(old_files) - set(new_files)),
-             "only_new": sorted(new_files[key][0] for key in set(new_files) - set(old_files))}
+             "only_new": sorted(new_files[key][0] for key in set(new_files) - set(old_files)),
+             "stall_changes": stall_changes, "stall_threshold": settings.stall_threshold}
     return pd.DataFrame(rows), extra
 
 
@@ -116,6 +123,14 @@ def comparison_markdown(runs: pd.DataFrame, extra: dict, claims: pd.DataFrame | 
     for row in runs[runs["identical_paths"] < runs["runs"]].itertuples():
         lines.append(f"| {row.instance} | {row.horizon} | {row.policy} | {row.runs} | {row.identical_paths} | "
                      f"{row.median_first_difference:.0f} | {row.tail_regret_old:.4g} | {row.tail_regret_new:.4g} |")
+    changes = extra.get("stall_changes", [])
+    lines += ["", f"Runs stalled on one side only (tail regret above {extra.get('stall_threshold')} jobs): "
+              f"{len(changes)}.", ""]
+    if changes:
+        lines += ["| run (new tree) | first differing round | tail regret old | tail regret new |",
+                  "| --- | ---: | ---: | ---: |"]
+        lines += [f"| {c['run']} | {c['first_difference']} | {c['tail_regret_old']:.4g} | {c['tail_regret_new']:.4g} |"
+                  for c in changes]
     if claims is not None:
         changed = claims[claims["verdict_old"] != claims["verdict_new"]]
         lines += ["", f"Claims: {len(claims)} in either table; {len(changed)} changed verdict.", ""]
