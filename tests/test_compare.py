@@ -55,6 +55,20 @@ def test_runs_are_paired_by_path_and_partings_found(tmp_path):
     assert "| inst/T10/cqb_opt/seed1.npz | 7 | 1 | 9 |" in text
 
 
+def test_a_leftover_that_ran_the_same_is_superseded_by_the_newer_file(tmp_path):
+    import os
+
+    old, new = trees(tmp_path)
+    write(new, "cqb_ts", 0, [0] * 10, [0] * 10, label="cqb_ts.bonus_scale0.03", bonus_scale=0.03)
+    leftover = new / "inst" / "T10" / "cqb_ts.bonus_scale0.03" / "seed0.npz"
+    os.utime(leftover, (1, 1))  # older than new/inst/T10/cqb_ts/seed0.npz
+    runs, extra = compare_run_trees(old, new)
+    assert extra["superseded"] == {"old": [], "new": ["inst/T10/cqb_ts.bonus_scale0.03/seed0.npz"]}
+    assert runs.set_index("policy").loc["cqb_ts", "identical_paths"] == 1  # the newer file was paired
+    assert "Superseded (an older file that ran the same as a newer one, left out): 0 in the old tree, 1 in the new." \
+        in comparison_markdown(runs, extra)
+
+
 def test_claims_with_a_changed_verdict_are_listed(tmp_path):
     columns = ["claim", "value", "verdict"]
     pd.DataFrame([["a", 0.1, "holds"], ["b", 0.5, "inconclusive"]], columns=columns).to_csv(

@@ -244,11 +244,11 @@ def test_benchmark_times_both_kernels_side_by_side():
     seconds, runs = time_policy(instance, trace, "q_ucb", None, 1)
     assert set(seconds) == {None}
     rows = seeds_table(1, seeds=range(2), horizon=300)
-    assert rows[0].startswith("### CQB-Opt at the base instance, seeds 0–1")
+    assert rows[0].startswith("### CQB-Opt at the base instance, seeds 0–1 (T=300; defaults)")
     assert [row.split(" | ")[0] for row in rows[4:7]] == ["| 0", "| 1", "| all"]
     coupon = coupon_sized_instance(0)
     assert coupon.dim == 120 and coupon.n_servers == 2
-    assert coupon.service_probabilities(coupon.sample_contexts(500, np.random.default_rng(0))).max(axis=1).mean() > 0.5
+    assert coupon.service_probabilities(coupon.sample_contexts(500, np.random.default_rng(0))).max(axis=1).mean() > 0.4
 
 
 @pytest.mark.parametrize("kernel", ["numpy", "compiled"])

@@ -31,18 +31,24 @@ IMPLEMENTATION_PARAMS = ("kernel",)  # how a run was computed, not what: left ou
 
 
 def _run_files(root: Path) -> dict[tuple, tuple[str, dict]]:
-    """{what the run ran: (relative path, the loaded run)} for every run file below ``root``."""
-    files = {}
-    for path in sorted(Path(root).rglob("*.npz")):
+    """{what the run ran: (relative path, the loaded run)} for every run file below ``root``.
+    Two files that ran the same thing (a leftover under a label a changed default
+    retired) resolve to the newer file; the older is listed under ``superseded``."""
+    files, superseded = {}, []
+    for path in sorted(Path(root).rglob("*.npz"), key=lambda p: (p.stat().st_mtime, str(p))):
         run = load_run(path)
         meta = run["metadata"]
         params = {k: v for k, v in (meta.get("policy_params") or {}).items() if k not in IMPLEMENTATION_PARAMS}
         instance, horizon = path.relative_to(root).parts[-4:-2]
         key = (instance, horizon, meta.get("policy"), json.dumps(params, sort_keys=True), meta.get("seed"))
         if key in files:
-            raise ValueError(f"{path} and {files[key][0]} ran the same policy, parameters and seed")
+            superseded.append(files[key][0])
         files[key] = (str(path.relative_to(root)), run)
+    files[SUPERSEDED] = superseded
     return files
+
+
+SUPERSEDED = ("superseded",)  # the key under which _run_files lists the older duplicates
 
 
 def compare_run_trees(old: Path, new: Path, settings: SummarySettings = SummarySettings()) -> tuple[pd.DataFrame, dict]:
@@ -50,6 +56,7 @@ def compare_run_trees(old: Path, new: Path, settings: SummarySettings = SummaryS
     the median first round at which the others differ, mean tail regrets.
     Also returns the code hashes seen on each side and the unpaired files."""
     old_files, new_files = _run_files(Path(old)), _run_files(Path(new))
+    superseded = {"old": old_files.pop(SUPERSEDED), "new": new_files.pop(SUPERSEDED)}
     paired = sorted(set(old_files) & set(new_files), key=str)
     if not paired:
         raise ValueError(f"no run below {old} ran the same instance, policy, parameters and seed as one below {new}")
@@ -86,7 +93,8 @@ def compare_run_trees(old: Path, new: Path, settings: SummarySettings = SummaryS
     extra = {"hashes": {side: sorted(h for h in values if h) for side, values in hashes.items()},
              "only_old": sorted(old_files[key][0] for key in set(old_files) - set(new_files)),
              "only_new": sorted(new_files[key][0] for key in set(new_files) - set(old_files)),
-             "stall_changes": stall_changes, "stall_threshold": settings.stall_threshold}
+             "stall_changes": stall_changes, "stall_threshold": settings.stall_threshold,
+             "superseded": superseded}
     return pd.DataFrame(rows), extra
 
 
@@ -109,6 +117,10 @@ def comparison_markdown(runs: pd.DataFrame, extra: dict, claims: pd.DataFrame | 
              f"{', '.join(extra['hashes']['old']) or '?'} (old) against {', '.join(extra['hashes']['new']) or '?'} "
              f"(new). The same queue path in {identical} of {total} runs "
              f"({100 * identical / total:.1f} %).", ""]
+    superseded = extra.get("superseded", {})
+    if any(superseded.values()):
+        lines += [f"Superseded (an older file that ran the same as a newer one, left out): "
+                  f"{len(superseded.get('old', []))} in the old tree, {len(superseded.get('new', []))} in the new.", ""]
     if extra["only_old"] or extra["only_new"]:
         lines += [f"Unpaired: {len(extra['only_old'])} run files only in the old tree, "
                   f"{len(extra['only_new'])} only in the new.", ""]
