@@ -55,6 +55,11 @@ MUTANTS = [
     ("ball: projection never requested", "flags |= OUTSIDE_BALL;", "flags |= 0;"),
     ("refit: V⁻¹ rebuilt without the ridge", "weighted_gram(x, NULL, n, d, self->ridge, h, self->index);",
      "weighted_gram(x, NULL, n, d, self->reg, h, self->index);"),
+    ("score4: a job's sum takes another job's entry", "q3 += i3 * x3[a];", "q3 += i3 * x2[a];"),
+    ("score4: block written to the wrong server", "self->ucb[jobs[j] * K + k] = mean + bonus;",
+     "self->ucb[jobs[j] * K + (k + 1) % K] = mean + bonus;"),
+    ("refresh: leftovers of a block never scored", "for (Py_ssize_t j = 0; j < filled; j++) score(self, block[j], k);",
+     ""),
     ("score: bonus without β", "(self->bonus_scale * self->widths[k]) * sqrt(quad)", "self->bonus_scale * sqrt(quad)"),
 ]
 

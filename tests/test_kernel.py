@@ -271,3 +271,33 @@ def test_an_arrival_id_out_of_range_anywhere_in_the_queue_is_refused():
         policy.choose(1, np.array([0, 9, 2]), False)
     with pytest.raises(IndexError, match="arrival id -1 out of range"):
         policy.choose(1, np.array([-1, 2]), False)
+
+
+@pytest.mark.parametrize("dim", [5, 16])
+def test_dense_four_job_refresh_equals_the_single_job_scores_bit_for_bit(dim):
+    """The stale-column refresh scores dense jobs four at a time (score4); a row
+    scored on arrival takes the one-job path (score). Same estimator state, so
+    the same bits."""
+    rng = np.random.default_rng(dim)
+    contexts = rng.normal(size=(40, dim))
+    contexts /= np.linalg.norm(contexts, axis=1, keepdims=True)
+    contexts[5, : dim // 2] = 0.0  # still dense (less than half zeros)
+    contexts[6, 1:] = 0.0  # sparse: the one-job path inside the refresh
+    instance = pool_instance(rng.normal(size=(3, dim)), contexts, 0.5)
+    queue = np.arange(1, 12)  # 11 jobs: two blocks of four, the sparse job, two left over
+    samples = [(int(rng.integers(40)), int(rng.integers(3)), bool(rng.random() < 0.5)) for _ in range(30)]
+
+    def policy():
+        return make_policy("cqb_opt", policy_env(instance, 40), contexts, stream(0, "policy"))[0]
+
+    refreshed = policy()
+    refreshed.choose(1, queue, False)  # every row scored on arrival
+    for job, server, success in samples:
+        refreshed.observe(2, job, server, success)  # every column stale
+    refreshed.scorer.refresh(queue)
+    fresh = policy()
+    for job, server, success in samples:
+        fresh.observe(2, job, server, success)
+    fresh.scorer.refresh(queue)  # rows scored now, one job at a time
+    for field in ("means", "bonuses", "ucb"):
+        np.testing.assert_array_equal(getattr(refreshed.scorer, field)[queue], getattr(fresh.scorer, field)[queue])
