@@ -104,3 +104,14 @@ def test_a_real_run_compared_with_itself_is_identical(tmp_path, policy):
         save_run(tmp_path / root / "x" / "T200" / policy / "seed3.npz", result)
     runs, _ = compare_run_trees(tmp_path / "old", tmp_path / "new")
     assert int(runs["identical_paths"].sum()) == 1
+
+
+def test_tail_regret_is_the_pipelines_own_window_for_a_policy_with_a_cutoff(tmp_path):
+    """CQB-η-2's tail lies inside its final phase (rounds after the cutoff), as in
+    cqb.summaries.run_summary: here the last round only, not the last two."""
+    oracle = [0] * 20
+    queue = [0] * 18 + [20, 0]
+    for root in ("old", "new"):
+        write(tmp_path / root, "cqb_eta2", 0, queue, oracle, cutoff=19)
+    runs, _ = compare_run_trees(tmp_path / "old", tmp_path / "new")
+    assert runs.loc[0, "tail_regret_old"] == runs.loc[0, "tail_regret_new"] == 0.0

@@ -10,7 +10,8 @@ same trace and the same policy on both sides, even where a changed default
 moved a run to another label — and reports per (instance, horizon, run label
 of the new tree): how many runs took the very same queue path, the round at
 which the others first parted, and the mean tail regret (Q − Q* over the last
-10 % of rounds) on either side. With two claims tables it also lists every
+10 % of rounds, or of the final phase of a policy with a cutoff: the
+pipeline's own summary, cqb.summaries.run_summary) on either side. With two claims tables it also lists every
 claim whose verdict changed.
 """
 
@@ -24,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from .io import load_run
-from .summaries import SummarySettings, tail_length
+from .summaries import SummarySettings, final_phase_start, run_summary
 
 
 IMPLEMENTATION_PARAMS = ("kernel",)  # how a run was computed, not what: left out of the pairing
@@ -76,14 +77,16 @@ def compare_run_trees(old: Path, new: Path, settings: SummarySettings = SummaryS
             group["identical"] += 1
         else:
             group["parted_at"].append(int(differs[0]) + 1)  # rounds count from 1
-        tails = []
-        for side, run in (("tail_old", before), ("tail_new", after)):
-            regret = run["queue"] - run["oracle_queue"]
-            tails.append(float(regret[-tail_length(regret.shape[0], settings.tail_fraction):].mean()))
-            group[side].append(tails[-1])
-        if (tails[0] > settings.stall_threshold) != (tails[1] > settings.stall_threshold):
+        # the pipeline's own tail window and stall flag (a policy with a cutoff
+        # has its tail inside the final phase)
+        summaries = [run_summary(run["queue"], run["oracle_queue"], settings, final_phase_start(run["metadata"]))
+                     for run in (before, after)]
+        group["tail_old"].append(summaries[0]["tail_regret"])
+        group["tail_new"].append(summaries[1]["tail_regret"])
+        if summaries[0]["stalled"] != summaries[1]["stalled"]:
             stall_changes.append({"run": name, "first_difference": int(differs[0]) + 1,
-                                  "tail_regret_old": tails[0], "tail_regret_new": tails[1]})
+                                  "tail_regret_old": summaries[0]["tail_regret"],
+                                  "tail_regret_new": summaries[1]["tail_regret"]})
     rows = [{"instance": instance, "horizon": int(horizon.lstrip("T")), "policy": policy,
              "runs": group["runs"], "identical_paths": group["identical"],
              "median_first_difference": statistics.median(group["parted_at"]) if group["parted_at"] else None,
@@ -129,7 +132,7 @@ def comparison_markdown(runs: pd.DataFrame, extra: dict, claims: pd.DataFrame | 
     lines += [f"| {policy} | {int(row.runs)} | {int(row.identical_paths)} ({100 * row.identical_paths / row.runs:.0f} %) |"
               for policy, row in by_policy.iterrows()]
     lines += ["", "Groups where some path changed (tail regret: mean over the runs of Q − Q* over the "
-              "last 10 % of rounds):", "",
+              "last 10 % of rounds, within the final phase for a policy with a cutoff):", "",
               "| instance | T | policy | runs | same path | median first differing round | tail regret old | tail regret new |",
               "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
     for row in runs[runs["identical_paths"] < runs["runs"]].itertuples():
