@@ -7,7 +7,7 @@ from setuptools import Extension, setup
 
 SOURCE = "src/cqb/_kernel.c"
 # Baked into the module, so that cqb refuses a build older than the source it hashes.
-SOURCE_HASH = hashlib.sha256(Path(__file__).with_name("src").joinpath("cqb", "_kernel.c").read_bytes()).hexdigest()
+SOURCE_HASH = hashlib.sha256((Path(__file__).parent / SOURCE).read_bytes()).hexdigest()
 
 setup(ext_modules=[Extension(
     "cqb._kernel", [SOURCE],

@@ -11,11 +11,9 @@ Usage: python scripts/kernel_mutants.py [--keep]      (from the repository root)
 from __future__ import annotations
 
 import argparse
-import hashlib
 import shutil
 import subprocess
 import sys
-import sysconfig
 import tempfile
 from pathlib import Path
 
@@ -64,12 +62,15 @@ MUTANTS = [
 ]
 
 
-def build(src: Path) -> None:
-    source = src / "cqb" / "_kernel.c"
-    digest = hashlib.sha256(source.read_bytes()).hexdigest()
-    target = src / "cqb" / ("_kernel" + sysconfig.get_config_var("EXT_SUFFIX"))
-    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-ffp-contract=off", f"-I{sysconfig.get_paths()['include']}",
-                    f'-DKERNEL_SOURCE_HASH="{digest}"', str(source), "-o", str(target), "-lm"], check=True)
+def build(root: Path) -> None:
+    """Compile the scratch copy's kernel in place by the package's own setup.py:
+    its flags and the source hash baked into the module, as `pip install` builds it.
+    --force: a skipped rebuild would leave the last binary, which cqb then refuses
+    (its baked hash no longer matches the source), and a mutant would pass as killed."""
+    done = subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace", "--force"], cwd=root,
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"build failed:\n{done.stderr[-3000:]}")
 
 
 def main(argv=None) -> int:
@@ -80,6 +81,8 @@ def main(argv=None) -> int:
     survivors = []
     try:
         shutil.copytree(REPO / "src", scratch / "src", ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+        for name in ("setup.py", "pyproject.toml", "README.md"):  # what setup.py reads
+            shutil.copy2(REPO / name, scratch / name)
         shutil.copytree(REPO / "tests", scratch / "tests", ignore=shutil.ignore_patterns("__pycache__"))
         source = scratch / "src" / "cqb" / "_kernel.c"
         pristine = source.read_text()
@@ -89,7 +92,7 @@ def main(argv=None) -> int:
             if old and pristine.count(old) != 1:
                 raise SystemExit(f"mutant {description!r}: its source text occurs {pristine.count(old)} times")
             source.write_text(pristine.replace(old, new) if old else pristine)
-            build(scratch / "src")
+            build(scratch)
             result = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *TESTS],
                                     cwd=scratch, env=env, capture_output=True, text=True)
             killed = result.returncode != 0
