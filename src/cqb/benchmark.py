@@ -236,8 +236,13 @@ def main(args=None):
         parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
         add_benchmark_arguments(parser)
         args = parser.parse_args()
-    if args.startup:
-        text = startup_main(args)
+    if args.pipeline or args.startup:
+        if args.pipeline:
+            from .pipeline_benchmark import pipeline_main
+
+            text = pipeline_main(args)
+        else:
+            text = startup_main(args)
         if args.out:
             Path(args.out).write_text(text)
         print(text)

@@ -33,17 +33,24 @@ from . import __version__
 # Read by the BLAS library numpy loads, when it loads it: OpenBLAS (numpy's
 # wheels), MKL and BLIS, the BLAS libraries of threadpoolctl's user_api="blas".
 BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
+# The socket of the workflow's run server, when one runs (cqb.run_server).
+RUN_SERVER_VARIABLE = "CQB_RUN_SERVER"
+
+
+_blas_pinned = False
 
 
 def pin_blas_to_one_thread() -> bool:
     """One BLAS thread for this process, set through the environment before
     numpy is imported: what simulate() would otherwise do with threadpoolctl,
     whose import and library scan cost ~10 ms of every job's start-up. False
-    (and nothing set) when numpy is already imported and it is too late."""
-    if "numpy" in sys.modules:
-        return False
-    os.environ.update(dict.fromkeys(BLAS_THREAD_VARIABLES, "1"))
-    return True
+    (and nothing set) when numpy was imported before any call, too late; True
+    in a process (or a fork of one, cqb.run_server) that pinned in time."""
+    global _blas_pinned
+    if "numpy" not in sys.modules:
+        os.environ.update(dict.fromkeys(BLAS_THREAD_VARIABLES, "1"))
+        _blas_pinned = True
+    return _blas_pinned
 
 
 def _parse_value(text: str):
@@ -154,6 +161,11 @@ def build_parser() -> argparse.ArgumentParser:
     timed.add_argument("--label", required=True, help="what was run, in words")
     timed.add_argument("--table", default="docs/results/timings.tsv")
     timed.add_argument("cmd", nargs=argparse.REMAINDER, help="-- the command")
+    serve = commands.add_parser(
+        "serve", help="fork server for the workflow's `cqb run` jobs (started by the workflow; cqb.run_server)")
+    serve.add_argument("--socket", required=True, help="the Unix socket to listen on")
+    serve.add_argument("--parent", type=int, help="stop when this process is gone")
+    serve.add_argument("--ready-fd", type=int, help="write 'ready' to this file descriptor once listening")
     return parser
 
 
@@ -167,6 +179,14 @@ def add_benchmark_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--startup-runs", type=int, default=20, help="runs per source (default 20)")
     parser.add_argument("--startup-baseline", metavar="SRC",
                         help="another checkout's src/ directory, timed beside this one")
+    parser.add_argument("--pipeline", action="store_true",
+                        help="time trivial jobs through the real workflow instead (cqb.pipeline_benchmark)")
+    parser.add_argument("--jobs", type=int, default=100, help="simulate jobs at scale 1 (default 100)")
+    parser.add_argument("--scales", type=int, nargs="+", default=[1, 10],
+                        help="multiples of --jobs to run (default 1 10)")
+    parser.add_argument("--variant", action="append", default=[], metavar="NAME='ARGS'",
+                        help="extra Snakemake arguments timed beside the profile's (repeatable)")
+    parser.add_argument("--cores", type=int, default=2, help="snakemake --cores (default 2)")
 
 
 def _json_object(option: str, text: str) -> dict:
@@ -250,7 +270,19 @@ def _compare(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    server = os.environ.get(RUN_SERVER_VARIABLE) if argv[:1] == ["run"] else None
+    if server:  # a workflow job: the preloaded server runs it (cqb.run_server)
+        from .run_server import forward
+
+        code = forward(server, argv)
+        if code is not None:
+            return code
     args = build_parser().parse_args(argv)
+    if args.command == "serve":
+        from .run_server import serve
+
+        return serve(args.socket, args.parent, args.ready_fd)
     if args.command == "policies":
         print(policy_defaults_markdown() if args.markdown else _policy_listing())
         return 0

@@ -61,6 +61,26 @@ def put_cqb_on_path():
 
 
 put_cqb_on_path()
+
+
+def start_run_server():
+    """One preloaded server forks the simulate jobs (cqb.run_server): only for
+    local execution in this environment; jobs that find no server run as before."""
+    from snakemake.settings.types import DeploymentMethod
+
+    isolated = {DeploymentMethod.CONDA, DeploymentMethod.APPTAINER}
+    if not config["run_server"] or not workflow.local_exec:
+        return
+    if isolated & set(workflow.deployment_settings.deployment_method):
+        return
+    from cqb.run_server import start
+
+    if start() is None:
+        print("cqb: the run server did not start; every job starts its own Python", file=sys.stderr)
+
+
+onstart:
+    start_run_server()
 CODE_HASH = simulation_code_hash()  # a param of simulate jobs, so editing the simulation code reruns them
 
 

@@ -1,0 +1,145 @@
+"""Benchmark of the pipeline's own overhead (not a test: timings depend on the machine).
+
+Usage: cqb benchmark --pipeline [--jobs 100] [--scales 1 10] [--variant NAME='ARGS' ...]
+
+Runs ``jobs × scale`` trivial simulate jobs (the Random policy at the base
+instance, T = 500, seeds no experiment uses) through the real workflow — the
+repository's Snakefile, its default profile, one job per run file — in a
+scratch folder, once per scale and per variant of Snakemake's options, and
+reports per variant and scale:
+
+* the wall time;
+* Snakemake's own CPU (the ``snakemake`` process alone: scheduling, DAG,
+  metadata, job bookkeeping), from ``getrusage(RUSAGE_SELF)`` taken in that
+  process at exit, and per job;
+* the jobs' CPU per job (``RUSAGE_CHILDREN`` of the same process: every job's
+  shell and ``cqb run``, waited for by Snakemake).
+
+A variant is a name and extra Snakemake arguments (``--variant
+ilp='--scheduler ilp'``); the variant ``profile`` (no extra arguments: what
+``snakemake --cores 2`` does) always runs. Variants alternate within each
+scale, so a ratio between them is measured side by side.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+EXPERIMENT = "pipeline_benchmark"
+# Far from the figures' (0–299), the tuning's (1000–1029) and every other seed range.
+FIRST_SEED = 500_000
+BASE = {"kind": "synthetic", "n_servers": 5, "dim": 5, "arrival_rate": 0.7, "slack": 0.1}
+
+# Runs `snakemake` in this process and, at exit, records its own CPU and its
+# reaped children's (the jobs) from getrusage.
+LAUNCHER = """\
+import atexit, json, resource, sys
+usage_file = sys.argv.pop(1)
+
+def record():
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    jobs = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with open(usage_file, "w") as out:
+        json.dump({"snakemake_cpu": own.ru_utime + own.ru_stime,
+                   "jobs_cpu": jobs.ru_utime + jobs.ru_stime}, out)
+
+atexit.register(record)
+from snakemake.cli import main
+sys.argv[0] = "snakemake"
+main()
+"""
+
+
+@dataclass(frozen=True)
+class PipelineTiming:
+    variant: str
+    jobs: int  # simulate jobs
+    steps: int  # every Snakemake job (the simulate jobs and the aggregate)
+    wall: float
+    snakemake_cpu: float
+    jobs_cpu: float
+    returncode: int
+
+
+def benchmark_config(results_dir: Path, jobs: int, horizon: int = 500, policy: str = "random") -> dict:
+    return {
+        "results_dir": str(results_dir),
+        "figures_dir": str(results_dir / "figures"),
+        "experiments": {EXPERIMENT: {
+            "description": "trivial jobs of the pipeline benchmark (cqb benchmark --pipeline)",
+            "instance": BASE, "horizon": horizon, "seeds": jobs, "first_seed": FIRST_SEED,
+            "policies": [policy]}},
+    }
+
+
+def run_pipeline(jobs: int, extra_args: list[str], variant: str, cores: int = 2,
+                 snakefile: Path = REPOSITORY / "Snakefile") -> PipelineTiming:
+    """One benchmark run in a fresh scratch folder (its own .snakemake: a
+    pipeline running in the repository is neither locked nor disturbed)."""
+    with tempfile.TemporaryDirectory(prefix="cqb-pipeline-benchmark-") as scratch:
+        scratch = Path(scratch)
+        overlay = scratch / "benchmark.yaml"
+        overlay.write_text(yaml.safe_dump(benchmark_config(scratch / "results", jobs)))
+        usage = scratch / "usage.json"
+        target = scratch / "results" / "aggregate" / f"{EXPERIMENT}.tsv"
+        command = [sys.executable, "-c", LAUNCHER, str(usage), str(target), "--snakefile", str(snakefile),
+                   "--configfile", str(overlay), "--cores", str(cores), *extra_args]
+        started = time.perf_counter()
+        completed = subprocess.run(command, cwd=scratch, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.PIPE, text=True)
+        wall = time.perf_counter() - started
+        if completed.returncode != 0:
+            print(completed.stderr[-2000:], file=sys.stderr)
+        recorded = json.loads(usage.read_text()) if usage.exists() else {}
+    return PipelineTiming(variant, jobs, jobs + 1, wall, recorded.get("snakemake_cpu", float("nan")),
+                          recorded.get("jobs_cpu", float("nan")), completed.returncode)
+
+
+def parse_variant(text: str) -> tuple[str, list[str]]:
+    name, sep, args = text.partition("=")
+    if not sep or not name:
+        raise ValueError(f"--variant takes NAME='SNAKEMAKE ARGS', got {text!r}")
+    return name, shlex.split(args)
+
+
+def pipeline_table(timings: list[PipelineTiming], base_jobs: int, load: tuple[tuple, tuple]) -> str:
+    lines = [
+        "| variant | simulate jobs | wall (s) | Snakemake CPU (s) | Snakemake CPU per job (ms) "
+        f"| per job vs {base_jobs} jobs | jobs' CPU per job (ms) | exit |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    per_job_at_base = {t.variant: t.snakemake_cpu / t.steps for t in timings if t.jobs == base_jobs}
+    for t in timings:
+        per_job = t.snakemake_cpu / t.steps
+        ratio = per_job / per_job_at_base[t.variant] if t.variant in per_job_at_base else float("nan")
+        lines.append(f"| {t.variant} | {t.jobs} | {t.wall:.1f} | {t.snakemake_cpu:.1f} | {1000 * per_job:.1f} "
+                     f"| {ratio:.2f}× | {1000 * t.jobs_cpu / t.jobs:.0f} | {t.returncode} |")
+    before, after = load
+    lines.append("")
+    lines.append(f"Load averages (1, 5, 15 min) before: {', '.join(f'{x:.2f}' for x in before)}; "
+                 f"after: {', '.join(f'{x:.2f}' for x in after)}; {os.cpu_count()} CPUs; "
+                 f"python {sys.version.split()[0]}.")
+    return "\n".join(lines)
+
+
+def pipeline_main(args) -> str:
+    variants = dict([("profile", [])] + [parse_variant(text) for text in args.variant])
+    load_before = os.getloadavg()
+    timings = []
+    for scale in args.scales:
+        for name, extra in variants.items():
+            timing = run_pipeline(args.jobs * scale, extra, name, cores=args.cores)
+            print(f"{name}: {timing.jobs} jobs, {timing.wall:.1f} s wall, Snakemake "
+                  f"{1000 * timing.snakemake_cpu / timing.steps:.1f} ms CPU per job", file=sys.stderr)
+            timings.append(timing)
+    return pipeline_table(timings, args.jobs * args.scales[0], (load_before, os.getloadavg()))

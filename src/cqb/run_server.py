@@ -1,0 +1,264 @@
+"""A fork server for `cqb run` jobs: a pipeline's thousands of short jobs skip
+Python's and numpy's start-up.
+
+A local pipeline run starts one server (``cqb serve``, from the workflow's
+``onstart``) that imports numpy, the simulator, the policies and scipy once,
+then listens on a Unix socket in a private folder. Each ``cqb run`` job stays
+its own Snakemake job and its own process: it finds the socket in
+``CQB_RUN_SERVER``, sends its command line, working folder, environment and
+its umask and its stdout/stderr to the server, and waits. The server forks a child per
+request — a fresh copy of the pristine, preloaded process — that runs exactly
+what ``cqb run`` would have run in-process, writing to the job's own log, and
+hands its exit status back, which the job exits with. A job that is killed
+takes its child with it (the server sees the connection close); a job that
+finds no server, or loses it, runs in-process as before. Run files are
+identical either way (tests/test_run_server.py).
+
+Only the standard library is imported at module level: the client side is
+part of every job's start-up.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import struct
+import sys
+
+from .cli import RUN_SERVER_VARIABLE
+
+REQUEST_LIMIT = 1 << 20  # bytes of one request: a command line and an environment
+_EXIT = struct.Struct("!i")
+
+
+def forward(socket_path: str, argv: list[str]) -> int | None:
+    """Run ``cqb <argv>`` in the server's fork; its exit code, or None when no
+    server answers (the caller then runs the command itself)."""
+    try:
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        connection.connect(socket_path)
+    except OSError:
+        return None
+    with connection:
+        umask = os.umask(0o077)
+        os.umask(umask)
+        request = json.dumps({"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ),
+                              "umask": umask}).encode()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        try:
+            socket.send_fds(connection, [request], [sys.stdout.fileno(), sys.stderr.fileno()])
+            reply = connection.recv(_EXIT.size)
+        except OSError:
+            return None
+    if len(reply) != _EXIT.size:  # the server went away before the run ended
+        print("cqb: the run server went away; running in this process", file=sys.stderr, flush=True)
+        return None
+    return _EXIT.unpack(reply)[0]
+
+
+def preload() -> str:
+    """Import everything a run needs, once, in the server; the code hash is
+    taken now, so it describes the code the children actually run."""
+    from . import cli
+
+    cli.pin_blas_to_one_thread()  # before numpy: the children inherit one BLAS thread
+    import scipy.optimize  # noqa: F401 (the projection of the CQB estimates)
+
+    from . import io, simulate  # noqa: F401
+    from .code_hash import simulation_code_hash
+    from .policies import registered_policies
+
+    registered_policies()
+    return simulation_code_hash()
+
+
+def serve(socket_path: str, parent_pid: int | None = None, ready_fd: int | None = None) -> int:
+    """Accept run requests on ``socket_path`` until the parent process (the
+    Snakemake that started us) is gone, or SIGTERM/SIGINT."""
+    import selectors
+    import signal
+
+    preload()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    if os.path.exists(socket_path):
+        os.unlink(socket_path)
+    listener.bind(socket_path)
+    listener.listen(256)
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_read, False)
+    os.set_blocking(wake_write, False)
+    signal.set_wakeup_fd(wake_write)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    stopping = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
+    signal.signal(signal.SIGINT, lambda *_: stopping.append(True))
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ, "accept")
+    selector.register(wake_read, selectors.EVENT_READ, "signal")
+    children: dict[int, socket.socket] = {}  # child pid -> the job's connection
+    if ready_fd is not None:
+        os.write(ready_fd, b"ready\n")
+        os.close(ready_fd)
+    try:
+        while not stopping and (parent_pid is None or os.getppid() == parent_pid):
+            for key, _ in selector.select(timeout=1.0):
+                if key.data == "accept":
+                    _start_child(listener, selector, children, (listener.fileno(), wake_read, wake_write))
+                elif key.data == "signal":
+                    while _drain(wake_read):
+                        pass
+                    _reap(selector, children)
+                else:  # a job's connection: readable only when the job has gone
+                    os.kill(key.data, signal.SIGKILL)
+                    selector.unregister(key.fileobj)
+    finally:
+        for pid in children:
+            os.kill(pid, signal.SIGKILL)
+        listener.close()
+        os.unlink(socket_path)
+    return 0
+
+
+def _drain(fd: int) -> bool:
+    try:
+        return bool(os.read(fd, 4096))
+    except BlockingIOError:
+        return False
+
+
+def _start_child(listener, selector, children, server_fds) -> None:
+    import selectors
+
+    connection, _ = listener.accept()
+    connection.settimeout(5.0)  # a request arrives right after the connect
+    try:
+        message, fds, _, _ = socket.recv_fds(connection, REQUEST_LIMIT, 2)
+        request = json.loads(message)
+    except (OSError, ValueError):
+        connection.close()
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            for fd in server_fds:
+                os.close(fd)
+            for other in children.values():
+                other.close()
+            connection.close()
+            code = _child(request, fds)
+        finally:
+            os._exit(code)
+    for fd in fds:
+        os.close(fd)
+    connection.setblocking(False)
+    children[pid] = connection
+    selector.register(connection, selectors.EVENT_READ, pid)
+
+
+def _child(request: dict, fds: list[int]) -> int:
+    """In the fork: the job's stdio, folder and environment, then `cqb run`."""
+    import signal
+    import traceback
+
+    signal.set_wakeup_fd(-1)
+    for number in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT):
+        signal.signal(number, signal.SIG_DFL)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    for target, fd in zip((1, 2), fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    os.chdir(request["cwd"])
+    os.umask(request["umask"])  # the job's, so its run file gets the job's mode
+    os.environ.clear()
+    os.environ.update(request["env"])
+    os.environ.pop(RUN_SERVER_VARIABLE, None)  # this child runs the command itself
+    from .cli import main
+
+    try:
+        code = main(list(request["argv"]))
+    except SystemExit as exit:  # argparse's usage errors
+        code = exit.code if isinstance(exit.code, int) else (0 if exit.code is None else 2)
+    except BaseException:  # what an in-process run would print
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    return code
+
+
+def _reap(selector, children) -> None:
+    while children:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        connection = children.pop(pid, None)
+        if connection is None:
+            continue
+        code = os.waitstatus_to_exitcode(status)
+        try:
+            connection.send(_EXIT.pack(code if code >= 0 else 128 - code))
+        except OSError:
+            pass  # the job has gone
+        try:
+            selector.unregister(connection)
+        except (KeyError, ValueError):
+            pass
+        connection.close()
+
+
+def start(socket_dir: str | None = None, timeout: float = 60.0):
+    """Start a server for this process's jobs: ``CQB_RUN_SERVER`` is set in
+    ``os.environ`` (jobs inherit it) and the server stops when this process
+    exits. The server process, or None where it cannot start (then jobs run
+    in-process, as without it)."""
+    import atexit
+    import subprocess
+    import tempfile
+
+    if not hasattr(socket, "AF_UNIX") or not hasattr(socket, "send_fds") or not hasattr(socket, "SOCK_SEQPACKET"):
+        return None
+    folder = tempfile.mkdtemp(prefix="cqb-run-server-", dir=socket_dir)  # private: mode 0700
+    socket_path = os.path.join(folder, "socket")
+    ready_read, ready_write = os.pipe()
+    command = [sys.executable, "-m", "cqb.cli", "serve", "--socket", socket_path,
+               "--parent", str(os.getpid()), "--ready-fd", str(ready_write)]
+    server = subprocess.Popen(command, pass_fds=(ready_write,), stdin=subprocess.DEVNULL)
+    os.close(ready_write)
+    import selectors
+
+    with selectors.DefaultSelector() as selector:
+        selector.register(ready_read, selectors.EVENT_READ)
+        ready = bool(selector.select(timeout)) and os.read(ready_read, 16) == b"ready\n"
+    os.close(ready_read)
+    if not ready:
+        server.kill()
+        server.wait()
+        return None
+    os.environ[RUN_SERVER_VARIABLE] = socket_path
+
+    def stop():
+        os.environ.pop(RUN_SERVER_VARIABLE, None)
+        if server.poll() is None:
+            server.terminate()
+            try:
+                server.wait(10)
+            except subprocess.TimeoutExpired:
+                server.kill()
+        try:
+            os.rmdir(folder)
+        except OSError:
+            pass
+
+    atexit.register(stop)
+    server.stop = stop
+    return server
