@@ -705,3 +705,89 @@ def test_context_sampler_draws_again_until_it_has_every_requested_context(monkey
     monkeypatch.setattr(instances, "_passes", accept_first_rows)
     contexts = instances._sample_accepted_contexts(np.ones((2, 3)), 0.5, 10, np.random.default_rng(0), 0.5)
     assert contexts.shape == (10, 3) and len(calls) == 2
+
+
+# ------------------------------------------------- fast paths against their references
+
+
+def _reference_passes(contexts, theta, threshold):
+    from cqb.estimation import logistic
+
+    return logistic(contexts @ theta.T).max(axis=1) >= threshold
+
+
+@pytest.mark.parametrize("dim, n_servers, threshold", [(3, 3, 0.85), (5, 5, 0.8), (20, 5, 0.75), (5, 9, 0.6)])
+def test_slack_test_decides_every_row_as_mu_on_every_entry(dim, n_servers, threshold):
+    from cqb.instances import _passes, _unit_rows
+
+    rng = np.random.default_rng(dim * 100 + n_servers)
+    theta = rng.uniform(-1, 1, size=(n_servers, dim))
+    rows = _unit_rows(50000, dim, rng)
+    assert np.array_equal(_passes(rows, theta, threshold), _reference_passes(rows, theta, threshold))
+
+
+@pytest.mark.parametrize("threshold", [0.51, 0.6, 0.75, 0.8, 0.85, 0.95])
+def test_slack_test_at_the_cut_itself_decides_as_mu(threshold):
+    """Rows whose best score lies within 200 ulps of logit(threshold): there
+    μ's rounding and the score comparison disagree for some rows (a score a
+    few ulps below the cut can round to μ = threshold), so these rows must be
+    decided by μ itself, as before."""
+    from cqb.instances import _passes
+
+    cut = math.log(threshold) - math.log1p(-threshold)
+    scores = cut + np.arange(-200, 201) * np.spacing(cut)
+    rows = np.column_stack([scores, np.zeros_like(scores)])
+    theta = np.array([[1.0, 0.0], [-0.5, 0.5]])  # the second server never scores higher here
+    assert np.array_equal(_passes(rows, theta, threshold), _reference_passes(rows, theta, threshold))
+
+
+@pytest.mark.parametrize("policy", ["random", "cqb_opt", "q_ucb", "oracle"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_gap_heap_equals_a_scan_of_the_queue_every_round(policy, seed):
+    """The gap of every decision round against the scan it replaced:
+    max of the best means over the queue the policy saw, minus the chosen
+    pair's mean, to the bit; NaN exactly on the rounds with an empty queue."""
+    instance, trace = _setup(SMALL, horizon=800, seed=seed)
+    recorder = Recorder(make_policy(policy, policy_env(instance, 800), trace.contexts, stream(seed, "policy"),
+                                    None, true_means=trace.true_means)[0])
+    run = run_policy(recorder, trace)
+    best_mean = trace.true_means.max(axis=1)
+    decided = np.flatnonzero(run.queue > 0)
+    assert len(decided) == len(recorder.queues)
+    for t, queue, (position, server, _) in zip(decided, recorder.queues, recorder.decisions):
+        assert run.gap[t] == best_mean[queue].max() - trace.true_means[queue[position], server]
+    assert np.isnan(run.gap[run.queue == 0]).all()
+
+
+@pytest.mark.parametrize("spec", [SMALL, BASE, {**BASE, "n_servers": 9, "slack": 0.05}])
+@pytest.mark.parametrize("seed", range(4))
+def test_heap_oracle_takes_the_path_of_the_oracle_policy(spec, seed):
+    from cqb.simulate import oracle_queue, play
+
+    instance, trace = _setup(spec, horizon=3000, seed=seed)
+    assert np.array_equal(oracle_queue(trace), play(instance, trace, "oracle", None, seed)[0].queue)
+
+
+def test_heap_oracle_breaks_ties_like_the_oracle_policy():
+    """A pool of four contexts, three of them sharing a best mean exactly: the
+    path under heavy ties. (Which of two tied jobs is served cannot show in
+    Q*(t): both leave the same multiset of means behind, so a reversed
+    tie-break is an equivalent mutant of oracle_queue.)"""
+    from cqb.simulate import oracle_queue, play
+
+    contexts = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [0.6, 0.8]])
+    theta = np.array([[0.3, 1.2], [1.2, 0.3]])  # servers mirror each other: equal best means
+    for seed in range(5):
+        instance = pool_instance(theta, contexts, 0.6)
+        trace = draw_trace(instance, 2000, seed)
+        assert np.array_equal(oracle_queue(trace), play(instance, trace, "oracle", None, seed)[0].queue)
+
+
+def test_simulate_uses_the_heap_oracle_and_records_through_the_policy():
+    result = simulate(SMALL, "random", None, 700, 3)
+    instance, trace = _setup(SMALL, horizon=700, seed=3)
+    from cqb.simulate import oracle_queue
+
+    assert np.array_equal(result.oracle_queue, oracle_queue(trace))
+    recorded = simulate(SMALL, "random", None, 700, 3, record={})
+    assert np.array_equal(recorded.oracle_queue, result.oracle_queue)

@@ -245,8 +245,8 @@ def run(args) -> int:
 
     save_run(out, result)  # atomic: a killed run leaves no partial output
     print(f"{args.policy} seed {args.seed}: Q(T) = {int(result.queue[-1])}, "
-          f"Q*(T) = {int(result.oracle_queue[-1])}, {time.perf_counter() - started:.2f} s, wrote {out}",
-          file=sys.stderr)
+          f"Q*(T) = {int(result.oracle_queue[-1])}, {time.perf_counter() - started:.2f} s "
+          f"({time.process_time():.2f} s CPU in this process), wrote {out}", file=sys.stderr)
     return 0
 
 

@@ -14,6 +14,7 @@ regret estimate.
 from __future__ import annotations
 
 import contextlib
+import heapq
 import math
 import os
 import sys
@@ -76,7 +77,12 @@ def run_policy(policy, trace: Trace, record: dict | None = None) -> PolicyRun:
     arrivals = trace.arrivals.tolist()
     service = trace.service_uniforms.tolist()
     true_means = trace.true_means
-    best_mean = true_means.max(axis=1)  # (0,) when nothing arrives
+    best_mean = true_means.max(axis=1).tolist()  # [] when nothing arrives
+    # The best true mean in the queue, for the gap: a max-heap of the waiting
+    # jobs' best means, departed jobs dropped lazily when they reach the top
+    # (one numpy max over the queue per round cost more than the policy's loop).
+    best_waiting: list[tuple[float, int]] = []
+    departed = [False] * len(best_mean)
     recording = record is not None
     if recording:
         record.update(arrivals=arrivals, rounds=[], new_arrival=[], jobs=[], service=[])
@@ -90,7 +96,9 @@ def run_policy(policy, trace: Trace, record: dict | None = None) -> PolicyRun:
             position, server, explored[t - 1] = policy.choose(t, waiting, new_arrival)
             job = int(waiting[position])
             chosen_mean = true_means[job, server]
-            gap[t - 1] = best_mean[waiting].max() - chosen_mean
+            while departed[best_waiting[0][1]]:
+                heapq.heappop(best_waiting)
+            gap[t - 1] = -best_waiting[0][0] - chosen_mean
             success = service[t - 1] <= chosen_mean
             if recording:
                 record["rounds"].append(t)
@@ -100,13 +108,38 @@ def run_policy(policy, trace: Trace, record: dict | None = None) -> PolicyRun:
             policy.observe(t, job, server, success)
             if success:
                 departures[t - 1] = True
+                departed[job] = True
                 queue[position:length - 1] = queue[position + 1:length]
                 length -= 1
         if arrivals[t - 1]:
             queue[length] = next_id
+            heapq.heappush(best_waiting, (-best_mean[next_id], next_id))
             next_id += 1
             length += 1
     return PolicyRun(queue_length, gap, explored, departures)
+
+
+def oracle_queue(trace: Trace) -> np.ndarray:
+    """Q*(t), t = 1..T: the optimal policy π* (policies.baselines.OraclePolicy:
+    the waiting job of highest best true mean, the earliest arrival on ties,
+    at its best server) played on ``trace`` with a heap keyed (−mean, arrival
+    id) instead of a scan of the queue per round: the same choices, so the
+    same path (tests/test_simulate.py compares it with run_policy's)."""
+    horizon = trace.arrivals.shape[0]
+    best_mean = trace.true_means.max(axis=1).tolist()
+    arrivals = trace.arrivals.tolist()
+    service = trace.service_uniforms.tolist()
+    queue_length = np.zeros(horizon, dtype=np.int64)
+    waiting: list[tuple[float, int]] = []
+    next_id = 0
+    for t in range(horizon):
+        queue_length[t] = len(waiting)
+        if waiting and service[t] <= -waiting[0][0]:
+            heapq.heappop(waiting)
+        if arrivals[t]:
+            heapq.heappush(waiting, (-best_mean[next_id], next_id))
+            next_id += 1
+    return queue_length
 
 
 @dataclass
@@ -167,11 +200,13 @@ def simulate(instance_spec: dict | Instance, policy: str, policy_params: dict | 
             policy_record, oracle_record = record.setdefault("policy", {}), record.setdefault("oracle", {})
         run, resolved = play(instance, trace, policy, policy_params, seed, policy_record)
         if policy == "oracle":
-            oracle = run
+            oracle_queue_lengths = run.queue
             if record is not None:
                 oracle_record.update(policy_record)
+        elif record is not None:  # what the oracle consumed, through the policy interface
+            oracle_queue_lengths = play(instance, trace, "oracle", None, seed, oracle_record)[0].queue
         else:
-            oracle = play(instance, trace, "oracle", None, seed, oracle_record)[0]
+            oracle_queue_lengths = oracle_queue(trace)
     metadata = {
         "policy": policy,
         "policy_params": resolved,
@@ -182,7 +217,7 @@ def simulate(instance_spec: dict | Instance, policy: str, policy_params: dict | 
         "arrivals": int(trace.arrivals.sum()),
         "package_version": __version__,
     }
-    return RunResult(run.queue, oracle.queue, run.gap, run.explored, _json_safe(metadata))
+    return RunResult(run.queue, oracle_queue_lengths, run.gap, run.explored, _json_safe(metadata))
 
 
 def _one_blas_thread():

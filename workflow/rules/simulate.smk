@@ -1,6 +1,9 @@
 # One job per (instance, horizon, policy label, seed): the policy and the
 # oracle on the seed's common random numbers, saved as one run file by the
 # installed `cqb run` command (no Snakemake import in the job: short start-up).
+# No `benchmark:` here: its psutil thread per job cost Snakemake more CPU than
+# the sub-second jobs themselves (docs/pipeline.md); the log's last line gives
+# the job's wall and CPU time instead.
 
 
 wildcard_constraints:
@@ -24,8 +27,6 @@ rule simulate:
         code_hash=CODE_HASH,
     log:
         f"{LOGS}/simulate/{{instance_id}}/T{{horizon}}/{{policy}}/seed{{seed}}.log",
-    benchmark:
-        f"{BENCHMARKS}/simulate/{{instance_id}}/T{{horizon}}/{{policy}}/seed{{seed}}.tsv"
     threads: 1
     resources:
         runtime=10,
