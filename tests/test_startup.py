@@ -41,3 +41,19 @@ def test_startup_table_says_when_a_source_has_no_probe():
     assert "| old | 0.250 s | 0.200 s | no probe | no probe | 0.200 s |" in table
     assert "| new | 0.130 s | 0.120 s | 0.100 s | 0.090 s | 0.100 s |" in table
     assert "1.00, 0.50, 0.25 before" in table and "3 runs" in table
+
+
+def test_startup_times_of_a_forked_job_add_the_forked_run_cpu(tmp_path):
+    from cqb import run_server
+    from cqb.benchmark import FORKED
+
+    server = run_server.start()
+    try:
+        times = startup_times({"here": SRC}, runs=2, out_dir=tmp_path, server_socket=server.socket_path)
+    finally:
+        server.stop()
+    forked = times[FORKED]
+    assert len(forked["process"]) == len(forked["loop_start"]) == len(forked["cpu"]) == 2
+    # the job's process plus the forked run, which simulates 500 rounds of CQB-Opt
+    assert all(cpu > 0.005 for cpu in forked["cpu"])
+    assert all(0 < start < total for start, total in zip(forked["loop_start"], forked["process"]))

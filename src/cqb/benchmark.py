@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import re
 import resource
 import statistics
 import subprocess
@@ -102,7 +103,10 @@ def per_round_cost(queue_length, dim, n_servers=5, rounds=300, kernel="compiled"
 
 # What the console script `cqb` runs (without its argv[0] clean-up).
 CLI_SCRIPT = "import sys; from cqb.cli import main; sys.exit(main())"
-STARTUP_RUN = ["run", "--policy", "cqb_opt", "--seed", "0", "--horizon", "2"]
+STARTUP_RUN = ["run", "--policy", "cqb_opt", "--seed", "0", "--horizon", "500"]
+FORKED = "this checkout, forked by the run server"
+# the job's own CPU, from the last line of `cqb run` (a forked run is the server's child, not ours)
+OWN_CPU = re.compile(r"\(([0-9.]+) s CPU in this process\)")
 LOOP_START_LINE = "cqb: loop start "
 
 
@@ -153,8 +157,9 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown CPU"
 
 
-def startup_times(sources: dict[str, Path], runs: int = 20, out_dir: Path | None = None) -> dict:
-    """Wall times of `cqb run --policy cqb_opt --seed 0 --horizon 2` as a new
+def startup_times(sources: dict[str, Path], runs: int = 20, out_dir: Path | None = None,
+                  server_socket: str | None = None) -> dict:
+    """Wall times of `cqb run --policy cqb_opt --seed 0 --horizon 500` as a new
     process, ``runs`` times for each labelled source directory (put first on
     PYTHONPATH), interleaved so that load changes hit every source alike.
 
@@ -164,20 +169,27 @@ def startup_times(sources: dict[str, Path], runs: int = 20, out_dir: Path | None
     CQB_REPORT_LOOP_START probe of cqb.simulate.run_policy; empty when that
     source has no probe). One untimed run per source first writes its bytecode
     caches, as a pipeline job finds them; PYTHONDONTWRITEBYTECODE is dropped
-    for that reason."""
+    for that reason. With ``server_socket`` (a running cqb.run_server), the
+    last source is timed a second time as a job the server forks (label
+    FORKED; its CPU is the job's process plus the forked run's own)."""
+    from .cli import RUN_SERVER_VARIABLE
     from .simulate import LOOP_START_PROBE
 
-    times = {label: {"process": [], "cpu": [], "loop_start": []} for label in sources}
+    labels = list(sources) + ([FORKED] if server_socket else [])
+    times = {label: {"process": [], "cpu": [], "loop_start": []} for label in labels}
     with tempfile.TemporaryDirectory() as scratch:
         out = Path(out_dir or scratch) / "startup.npz"
         environments = {}
         for label, src in sources.items():
-            env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+            env = {key: value for key, value in os.environ.items()
+                   if key not in ("PYTHONDONTWRITEBYTECODE", RUN_SERVER_VARIABLE)}
             env.update(PYTHONPATH=str(Path(src).resolve()), **{LOOP_START_PROBE: "1"})
             environments[label] = env
+        if server_socket:
+            environments[FORKED] = {**environments[labels[-2]], RUN_SERVER_VARIABLE: server_socket}
         command = [sys.executable, "-c", CLI_SCRIPT, *STARTUP_RUN, "--out", str(out)]
         for repeat in range(runs + 1):
-            for label in sources:
+            for label in labels:
                 cpu_before = _children_cpu()
                 spawned, started = time.time(), time.perf_counter()
                 done = subprocess.run(command, env=environments[label], capture_output=True, text=True)
@@ -188,6 +200,8 @@ def startup_times(sources: dict[str, Path], runs: int = 20, out_dir: Path | None
                 if repeat == 0:
                     continue  # the warm-up run
                 times[label]["process"].append(elapsed)
+                if label == FORKED:
+                    cpu += float(OWN_CPU.search(done.stderr).group(1))
                 times[label]["cpu"].append(cpu)
                 probes = [line for line in done.stderr.splitlines() if line.startswith(LOOP_START_LINE)]
                 if probes:
@@ -224,8 +238,15 @@ def startup_main(args) -> str:
     sources = {"this checkout": Path(__file__).resolve().parents[1]}
     if args.startup_baseline:
         sources = {f"baseline {args.startup_baseline}": Path(args.startup_baseline), **sources}
+    from . import run_server
+
+    server = run_server.start()  # as the workflow starts it; None where it cannot run
     load_before = os.getloadavg()
-    times = startup_times(sources, args.startup_runs)
+    try:
+        times = startup_times(sources, args.startup_runs, server_socket=server and server.socket_path)
+    finally:
+        if server:
+            server.stop()
     return startup_table(times, load_before, os.getloadavg())
 
 

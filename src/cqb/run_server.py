@@ -260,5 +260,5 @@ def start(socket_dir: str | None = None, timeout: float = 60.0):
             pass
 
     atexit.register(stop)
-    server.stop = stop
+    server.stop, server.socket_path = stop, socket_path
     return server
