@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import re
 import resource
 import statistics
 import subprocess
@@ -105,8 +104,6 @@ def per_round_cost(queue_length, dim, n_servers=5, rounds=300, kernel="compiled"
 CLI_SCRIPT = "import sys; from cqb.cli import main; sys.exit(main())"
 STARTUP_RUN = ["run", "--policy", "cqb_opt", "--seed", "0", "--horizon", "500"]
 FORKED = "this checkout, forked by the run server"
-# the job's own CPU, from the last line of `cqb run` (a forked run is the server's child, not ours)
-OWN_CPU = re.compile(r"\(([0-9.]+) s CPU in this process\)")
 LOOP_START_LINE = "cqb: loop start "
 
 
@@ -172,7 +169,7 @@ def startup_times(sources: dict[str, Path], runs: int = 20, out_dir: Path | None
     for that reason. With ``server_socket`` (a running cqb.run_server), the
     last source is timed a second time as a job the server forks (label
     FORKED; its CPU is the job's process plus the forked run's own)."""
-    from .cli import RUN_SERVER_VARIABLE
+    from .cli import OWN_CPU, RUN_SERVER_VARIABLE
     from .simulate import LOOP_START_PROBE
 
     labels = list(sources) + ([FORKED] if server_socket else [])
@@ -257,11 +254,11 @@ def main(args=None):
         parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
         add_benchmark_arguments(parser)
         args = parser.parse_args()
-    if args.pipeline or args.startup:
-        if args.pipeline:
-            from .pipeline_benchmark import pipeline_main
+    if args.pipeline or args.startup or args.split:
+        if args.pipeline or args.split:
+            from .pipeline_benchmark import pipeline_main, split_main
 
-            text = pipeline_main(args)
+            text = pipeline_main(args) if args.pipeline else split_main(args)
         else:
             text = startup_main(args)
         if args.out:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -35,6 +36,9 @@ from . import __version__
 BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
 # The socket of the workflow's run server, when one runs (cqb.run_server).
 RUN_SERVER_VARIABLE = "CQB_RUN_SERVER"
+# The CPU seconds a run's process spent, in the last line of `cqb run`
+# (a forked run's own: the benchmarks read it from the job logs).
+OWN_CPU = re.compile(r"\(([0-9.]+) s CPU in this process\)")
 
 
 _blas_pinned = False
@@ -187,6 +191,11 @@ def add_benchmark_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--variant", action="append", default=[], metavar="NAME='ARGS'",
                         help="extra Snakemake arguments timed beside the profile's (repeatable)")
     parser.add_argument("--cores", type=int, default=2, help="snakemake --cores (default 2)")
+    parser.add_argument("--split", action="store_true",
+                        help="where the CPU of a timed pipeline run went (cqb.pipeline_benchmark.run_split)")
+    parser.add_argument("--results", default="results", help="with --split: the run's results_dir")
+    parser.add_argument("--timings", default="docs/results/timings.tsv", help="with --split: the cqb time table")
+    parser.add_argument("--row", type=int, default=-1, help="with --split: which row (default the last)")
 
 
 def _json_object(option: str, text: str) -> dict:

@@ -35,31 +35,13 @@ from pathlib import Path
 
 import yaml
 
+from .results import SNAKEMAKE_LAUNCHER
+
 REPOSITORY = Path(__file__).resolve().parents[2]
 EXPERIMENT = "pipeline_benchmark"
 # Far from the figures' (0–299), the tuning's (1000–1029) and every other seed range.
 FIRST_SEED = 500_000
 BASE = {"kind": "synthetic", "n_servers": 5, "dim": 5, "arrival_rate": 0.7, "slack": 0.1}
-
-# Runs `snakemake` in this process and, at exit, records its own CPU and its
-# reaped children's (the jobs) from getrusage.
-LAUNCHER = """\
-import atexit, json, resource, sys
-usage_file = sys.argv.pop(1)
-
-def record():
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    jobs = resource.getrusage(resource.RUSAGE_CHILDREN)
-    with open(usage_file, "w") as out:
-        json.dump({"snakemake_cpu": own.ru_utime + own.ru_stime,
-                   "jobs_cpu": jobs.ru_utime + jobs.ru_stime}, out)
-
-atexit.register(record)
-from snakemake.cli import main
-sys.argv[0] = "snakemake"
-main()
-"""
-
 
 @dataclass(frozen=True)
 class PipelineTiming:
@@ -93,8 +75,9 @@ def run_pipeline(jobs: int, extra_args: list[str], variant: str, cores: int = 2,
         overlay.write_text(yaml.safe_dump(benchmark_config(scratch / "results", jobs)))
         usage = scratch / "usage.json"
         target = scratch / "results" / "aggregate" / f"{EXPERIMENT}.tsv"
-        command = [sys.executable, "-c", LAUNCHER, str(usage), str(target), "--snakefile", str(snakefile),
-                   "--configfile", str(overlay), "--cores", str(cores), *extra_args]
+        command = [sys.executable, "-c", SNAKEMAKE_LAUNCHER, str(usage), str(target),
+                   "--snakefile", str(snakefile), "--configfile", str(overlay), "--cores", str(cores),
+                   *extra_args]
         started = time.perf_counter()
         completed = subprocess.run(command, cwd=scratch, stdout=subprocess.DEVNULL,
                                    stderr=subprocess.PIPE, text=True)
@@ -143,3 +126,49 @@ def pipeline_main(args) -> str:
                   f"{1000 * timing.snakemake_cpu / timing.steps:.1f} ms CPU per job", file=sys.stderr)
             timings.append(timing)
     return pipeline_table(timings, args.jobs * args.scales[0], (load_before, os.getloadavg()))
+
+
+def run_split(results_dir: Path, row: dict, data_benchmarks: Path = Path("benchmarks")) -> str:
+    """Where the CPU of one timed pipeline run (a `cqb time` row of a
+    `snakemake` command) went: Snakemake's own process; the simulations
+    themselves (the CPU each run's process reports in its log, which for a
+    forked run excludes any start-up); the other rules (aggregation, figures,
+    verdicts, data: their `benchmark:` files); and the rest — the simulate
+    jobs' start-up (a shell and the `cqb run` that hands the run to the
+    server, or starts Python and numpy itself) and the run server. Assumes
+    every log and benchmark file under ``results_dir`` comes from that run
+    (a fresh clone)."""
+    import pandas as pd
+
+    from .cli import OWN_CPU
+
+    runs = []
+    for log in (results_dir / "logs" / "simulate").rglob("*.log"):
+        found = OWN_CPU.findall(log.read_text(errors="replace"))
+        if found:
+            runs.append(float(found[-1]))
+    benchmark_files = [*(results_dir / "benchmarks").rglob("*.tsv"), *data_benchmarks.rglob("*.tsv")]
+    other = sum(float(pd.read_csv(path, sep="\t")["cpu_time"].fillna(0).sum()) for path in benchmark_files)
+    total, snakemake = float(row["cpu_seconds"]), float(row["snakemake_cpu_seconds"])
+    simulations = sum(runs)
+    rest = total - snakemake - simulations - other
+    steps = len(runs) + len(benchmark_files)
+    parts = [("Snakemake's own process", snakemake),
+             (f"simulations ({len(runs)} runs, each run's own CPU from its log)", simulations),
+             (f"other rules ({len(benchmark_files)} jobs: aggregation, figures, verdicts, data)", other),
+             ("simulate jobs' start-up and hand-off, the run server (the rest)", rest)]
+    lines = [f"Run: {row['label']} ({row['date']}; wall {float(row['wall_seconds']):.0f} s, "
+             f"load {row['load_before']} before, {row['load_mean']} mean).", "",
+             "| where | CPU (s) | share | per job (ms) |", "| --- | ---: | ---: | ---: |"]
+    for name, seconds in parts:
+        jobs = {0: steps, 2: len(benchmark_files)}.get(parts.index((name, seconds)), len(runs))
+        lines.append(f"| {name} | {seconds:.0f} | {100 * seconds / total:.0f} % | {1000 * seconds / max(jobs, 1):.0f} |")
+    lines.append(f"| all processes | {total:.0f} | 100 % | {1000 * total / max(steps, 1):.0f} |")
+    return "\n".join(lines)
+
+
+def split_main(args) -> str:
+    import pandas as pd
+
+    rows = pd.read_csv(args.timings, sep="\t")
+    return run_split(Path(args.results), rows.iloc[args.row].to_dict())

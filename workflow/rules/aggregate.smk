@@ -22,6 +22,8 @@ rule aggregate:
         summaries=config["summaries"],
     log:
         f"{LOGS}/aggregate/{{experiment}}.log",
+    benchmark:
+        f"{BENCHMARKS}/aggregate/{{experiment}}.tsv"
     conda:
         "../envs/analysis.yaml"
     script:

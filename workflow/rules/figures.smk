@@ -28,6 +28,8 @@ for figure_name in config["figures"]:
             float_format=config["aggregate"]["float_format"],
         log:
             f"{LOGS}/figures/{figure_name}.log",
+        benchmark:
+            f"{BENCHMARKS}/figures/{figure_name}.tsv"
         conda:
             "../envs/analysis.yaml"
         script:

@@ -28,6 +28,8 @@ rule regret_rates:
         float_format=config["aggregate"]["float_format"],
     log:
         f"{LOGS}/aggregate/regret_rates.log",
+    benchmark:
+        f"{BENCHMARKS}/aggregate/regret_rates.tsv"
     conda:
         "../envs/analysis.yaml"
     script:
@@ -53,6 +55,8 @@ rule fig5:
         float_format=config["aggregate"]["float_format"],
     log:
         f"{LOGS}/figures/fig5.log",
+    benchmark:
+        f"{BENCHMARKS}/figures/fig5.tsv"
     conda:
         "../envs/analysis.yaml"
     script:
