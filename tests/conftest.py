@@ -120,7 +120,7 @@ def installed_plugin(tmp_path, monkeypatch) -> str:
     sys.modules.pop(module, None)
 
 
-@pytest.fixture(params=["no plugin installed", "a plugin installed"])
+@pytest.fixture(params=["environment as it is", "a plugin installed and loaded"])
 def builtin_policies_only(request, monkeypatch):
     """The registry of the built-in policies alone, for a test that lists or
     counts them: whatever plugins this environment has installed (the README
@@ -128,7 +128,7 @@ def builtin_policies_only(request, monkeypatch):
     test also runs with a plugin installed and already loaded."""
     from cqb.policies import registry
 
-    if request.param == "a plugin installed":
+    if request.param == "a plugin installed and loaded":
         request.getfixturevalue("installed_plugin")
     tables = (registry._specs, registry._display_names)
     saved = [dict(table) for table in tables]
