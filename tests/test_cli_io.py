@@ -9,6 +9,7 @@ import pytest
 
 from cqb.cli import main
 from cqb.io import atomic_write, load_run
+from cqb.simulate import LOOP_START_PROBE
 
 
 def test_cli_runs_and_writes_run_file(tmp_path, capsys):
@@ -60,16 +61,28 @@ def test_atomic_write_leaves_nothing_on_failure(tmp_path):
 
 
 def test_run_killed_mid_simulation_exits_by_sigkill_and_leaves_no_file(tmp_path):
+    """Killed as soon as its loop has started (the line of the loop-start probe),
+    whatever the machine's speed: the run need only outlast that moment, and
+    50,000 rounds of the numpy kernel are seconds of work (~4 s here) against
+    a kill that follows the line within milliseconds."""
     out = tmp_path / "killed.npz"
     process = subprocess.Popen([sys.executable, "-m", "cqb.cli", "run", "--policy", "cqb_opt", "--seed", "0",
-                                "--horizon", "200000", "--out", str(out)])
+                                "--horizon", "50000", "--set", "kernel=numpy", "--out", str(out)],
+                               stderr=subprocess.PIPE, text=True, env={**os.environ, LOOP_START_PROBE: "1"})
     try:
-        process.wait(timeout=3)
-    except subprocess.TimeoutExpired:
+        before_the_loop = []
+        for line in process.stderr:
+            before_the_loop.append(line)
+            if line.startswith("cqb: loop start "):
+                break
+        # an early exit or crash would leave no file without testing anything
+        assert before_the_loop[-1:] and before_the_loop[-1].startswith("cqb: loop start "), "".join(before_the_loop)
+        assert process.poll() is None, "the run ended before it could be killed"
         os.kill(process.pid, signal.SIGKILL)
-        process.wait()
-    # The run must still have been going when killed (T = 200000 takes minutes);
-    # an early exit or crash would leave no file without testing anything.
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.communicate()
     assert process.returncode == -signal.SIGKILL
     assert not out.exists()
     assert [p for p in tmp_path.iterdir()] == []
