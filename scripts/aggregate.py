@@ -1,6 +1,8 @@
 """Snakemake script of rule `aggregate`: the per-round table of one experiment,
 its per-run summaries and its per-curve summaries (stalled runs included)."""
 
+import sys
+
 from cqb.aggregate import aggregate_curves, write_table
 from cqb.summaries import SummarySettings, curve_summaries, summarise_curves
 
@@ -8,7 +10,11 @@ from cqb.summaries import SummarySettings, curve_summaries, summarise_curves
 def main(smk):
     with open(smk.log[0], "w") as log:
         curves = smk.params.curves  # cqb.aggregate.Curve, in config order
-        table = aggregate_curves(curves, ddof=smk.params.ddof)
+        try:
+            table = aggregate_curves(curves, ddof=smk.params.ddof)
+        except ValueError as error:  # a bad run file (cqb.aggregate.read_run_file): one line, no traceback
+            print(f"aggregate: {error}", file=log)
+            sys.exit(f"aggregate: {error}")
         write_table(table, smk.output.table, smk.params.float_format)
         settings = SummarySettings(**smk.params.summaries)
         runs = summarise_curves(curves, settings)

@@ -1,10 +1,13 @@
-"""Shared fixtures: fabricated run files and a throw-away copy of the workflow."""
+"""Shared fixtures: fabricated run files, a throw-away copy of the workflow,
+and the policy registry with or without a plugin installed."""
 
 from __future__ import annotations
 
+import importlib
 import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -73,3 +76,67 @@ def snakemake(workdir: Path, *args: str, timeout: int = 600, check: bool = True)
         raise AssertionError(f"snakemake {' '.join(args)} failed ({process.returncode}):\n"
                              f"{process.stdout[-4000:]}\n{process.stderr[-4000:]}")
     return process
+
+
+# ------------------------------------------------------------------ policy plugins
+
+INSTALLED_PLUGIN_POLICY = "test_installed_greedy"
+
+
+@pytest.fixture
+def installed_plugin(tmp_path, monkeypatch) -> str:
+    """A plugin package installed as pip installs one (a ``*.dist-info`` folder
+    whose entry_points.txt names its module, on sys.path) and loaded by the
+    registry's own discovery, as in a user's environment after `cqb policies`.
+    Yields its policy's name."""
+    from cqb.policies import registry
+
+    module = "cqb_test_installed_plugin"
+    site = tmp_path / "site-packages"
+    (site / "cqb_test_installed_plugin-0.1.dist-info").mkdir(parents=True)
+    (site / "cqb_test_installed_plugin-0.1.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: cqb-test-installed-plugin\nVersion: 0.1\n")
+    (site / "cqb_test_installed_plugin-0.1.dist-info" / "entry_points.txt").write_text(
+        f"[cqb.policies]\ngreedy = {module}\n")
+    (site / f"{module}.py").write_text(textwrap.dedent(f"""
+        from dataclasses import dataclass
+        from cqb.policies import register_policy
+
+        @dataclass(frozen=True)
+        class Params:
+            prior: float = 0.5
+
+        @register_policy({INSTALLED_PLUGIN_POLICY!r}, "Greedy (test)", Params)
+        def make(env, contexts, rng, params):
+            return object()
+    """))
+    monkeypatch.syspath_prepend(str(site))
+    importlib.invalidate_caches()
+    monkeypatch.setattr(registry, "_plugins_loaded", False)  # discover it as a first listing does
+    assert INSTALLED_PLUGIN_POLICY in registry.registered_policies()
+    yield INSTALLED_PLUGIN_POLICY
+    registry._specs.pop(INSTALLED_PLUGIN_POLICY, None)
+    registry._display_names.pop(INSTALLED_PLUGIN_POLICY, None)
+    sys.modules.pop(module, None)
+
+
+@pytest.fixture(params=["environment as it is", "a plugin installed and loaded"])
+def builtin_policies_only(request, monkeypatch):
+    """The registry of the built-in policies alone, for a test that lists or
+    counts them: whatever plugins this environment has installed (the README
+    tells users to add their own) are left out until the test ends. Each such
+    test also runs with a plugin installed and already loaded."""
+    from cqb.policies import registry
+
+    if request.param == "a plugin installed and loaded":
+        request.getfixturevalue("installed_plugin")
+    tables = (registry._specs, registry._display_names)
+    saved = [dict(table) for table in tables]
+    for table in tables:
+        for name in [name for name in table if name not in registry.BUILTIN_ORDER]:
+            del table[name]
+    monkeypatch.setattr(registry, "_plugins_loaded", True)  # so no lookup loads them back
+    yield
+    for table, before in zip(tables, saved):  # in their order: plugins list in registration order
+        table.clear()
+        table.update(before)

@@ -185,3 +185,69 @@ def test_final_values_columns_and_fresh_index(random_runs):
     assert list(final.columns) == ["policy", "sweep_param", "sweep_value", "t", "queue_mean", "queue_sd",
                                    "oracle_mean", "regret_mean", "regret_sd", "n_seeds"]
     assert final.index.tolist() == [0, 1] and final["t"].tolist() == [50, 50]
+
+
+# ---------------------------------------------------------------- unreadable run files
+
+
+def _truncated(path):
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])  # a crashed copy, a full quota
+
+
+def _other_format(path):
+    path.write_text("queue,oracle_queue\n1,0\n")  # numpy calls this "pickled data"
+
+
+def _empty(path):
+    path.write_bytes(b"")
+
+
+def _an_npy_array(path):
+    with open(path, "wb") as handle:
+        np.save(handle, np.arange(3))
+
+
+def _lacking_arrays(path):
+    with open(path, "wb") as handle:
+        np.savez_compressed(handle, queue=np.arange(3))
+
+
+@pytest.mark.parametrize("damage, problem", [
+    (_truncated, "not a complete .npz archive"),
+    (_other_format, "not a complete .npz archive"),
+    (_empty, "it is empty"),
+    (_an_npy_array, "not a complete .npz archive"),
+    (_lacking_arrays, "lacks"),
+])
+def test_an_unreadable_run_file_is_one_error_naming_it_and_saying_to_delete_it(random_runs, damage, problem):
+    files = random_runs["cqb_opt"][0]
+    damage(files[2])
+    with pytest.raises(ValueError) as raised:
+        aggregate_curves(curves_of(random_runs))
+    message = str(raised.value)
+    assert message.startswith(f"{files[2]} is not a readable run file (") and "\n" not in message
+    assert problem in message and message.endswith("delete it so that Snakemake runs it again")
+    assert "pickle" not in message
+
+
+def test_the_aggregate_script_ends_on_one_line_for_an_unreadable_run_file(random_runs, tmp_path):
+    """What Snakemake shows of the rule: the script's one line (and its log), no traceback."""
+    import runpy
+    from types import SimpleNamespace
+
+    from conftest import REPO
+
+    files = random_runs["random"][0]
+    _truncated(files[0])
+    log = tmp_path / "aggregate.log"
+    smk = SimpleNamespace(
+        log=[str(log)], output=SimpleNamespace(table=str(tmp_path / "t.tsv"), runs=str(tmp_path / "r.tsv"),
+                                               curves=str(tmp_path / "c.tsv")),
+        params=SimpleNamespace(curves=curves_of(random_runs), ddof=1, float_format="%.6f", summaries={}))
+    with pytest.raises(SystemExit) as exited:
+        runpy.run_path(str(REPO / "scripts" / "aggregate.py"), init_globals={"snakemake": smk})
+    line = f"aggregate: {files[0]} is not a readable run file"
+    assert str(exited.value.code).startswith(line) and "\n" not in str(exited.value.code)
+    assert log.read_text().startswith(line)
+    assert not (tmp_path / "t.tsv").exists()

@@ -1,3 +1,4 @@
+import errno
 import os
 import signal
 import subprocess
@@ -8,6 +9,7 @@ import pytest
 
 from cqb.cli import main
 from cqb.io import atomic_write, load_run
+from cqb.simulate import LOOP_START_PROBE
 
 
 def test_cli_runs_and_writes_run_file(tmp_path, capsys):
@@ -59,16 +61,28 @@ def test_atomic_write_leaves_nothing_on_failure(tmp_path):
 
 
 def test_run_killed_mid_simulation_exits_by_sigkill_and_leaves_no_file(tmp_path):
+    """Killed as soon as its loop has started (the line of the loop-start probe),
+    whatever the machine's speed: the run need only outlast that moment, and
+    50,000 rounds of the numpy kernel are seconds of work (~4 s here) against
+    a kill that follows the line within milliseconds."""
     out = tmp_path / "killed.npz"
     process = subprocess.Popen([sys.executable, "-m", "cqb.cli", "run", "--policy", "cqb_opt", "--seed", "0",
-                                "--horizon", "200000", "--out", str(out)])
+                                "--horizon", "50000", "--set", "kernel=numpy", "--out", str(out)],
+                               stderr=subprocess.PIPE, text=True, env={**os.environ, LOOP_START_PROBE: "1"})
     try:
-        process.wait(timeout=3)
-    except subprocess.TimeoutExpired:
+        before_the_loop = []
+        for line in process.stderr:
+            before_the_loop.append(line)
+            if line.startswith("cqb: loop start "):
+                break
+        # an early exit or crash would leave no file without testing anything
+        assert before_the_loop[-1:] and before_the_loop[-1].startswith("cqb: loop start "), "".join(before_the_loop)
+        assert process.poll() is None, "the run ended before it could be killed"
         os.kill(process.pid, signal.SIGKILL)
-        process.wait()
-    # The run must still have been going when killed (T = 200000 takes minutes);
-    # an early exit or crash would leave no file without testing anything.
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.communicate()
     assert process.returncode == -signal.SIGKILL
     assert not out.exists()
     assert [p for p in tmp_path.iterdir()] == []
@@ -94,6 +108,48 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path, args, needles):
     for needle in needles:
         assert needle in lines[0], lines[0]
     assert not out.exists()
+
+
+def _truncated_pool(path):
+    with open(path, "wb") as handle:
+        np.savez_compressed(handle, contexts=np.eye(3), theta=np.ones((2, 3)) * 0.1)
+    path.write_bytes(path.read_bytes()[:100])  # a crashed copy
+
+
+@pytest.mark.parametrize("make_pool", [
+    lambda path: path.write_text("contexts,theta\n0.1,0.2\n"),  # numpy: "pickled data … allow_pickle"
+    lambda path: np.save(path, np.eye(3)),  # one .npy array under an .npz name
+    _truncated_pool,
+], ids=["a text file", "an npy array", "a truncated npz"])
+def test_cli_pool_that_is_not_an_npz_archive_is_one_line_exit_2(tmp_path, make_pool):
+    pool = tmp_path / "pool.npz"
+    make_pool(pool)
+    if pool.with_suffix(".npz.npy").exists():  # np.save appends .npy to a name without it
+        pool.with_suffix(".npz.npy").rename(pool)
+    out = tmp_path / "x.npz"
+    result = run_cli("--policy", "cqb_opt", "--instance", "pool", "--pool", str(pool), "--out", str(out))
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert lines[0].startswith(f"cqb: error: pool file {pool} is not an .npz archive"), lines[0]
+    assert "pickle" not in lines[0] and "instance.npz" in lines[0]
+    assert not out.exists()
+
+
+def test_cli_run_on_a_full_disk_is_one_line_exit_2_and_leaves_no_file(tmp_path, monkeypatch, capsys):
+    real_savez = np.savez_compressed
+
+    def fill_the_disk(handle, **arrays):
+        real_savez(handle, **{key: arrays[key] for key in list(arrays)[:1]})  # some bytes got out
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(np, "savez_compressed", fill_the_disk)
+    out = tmp_path / "runs" / "full.npz"
+    assert main(["run", "--policy", "random", "--seed", "0", "--horizon", "50", "--out", str(out)]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines == [f"cqb: error: cannot write {out}: No space left on device; nothing was written: "
+                     "free space on its disk (or give another --out) and rerun"]
+    assert list(out.parent.iterdir()) == []  # no partial file, no temporary
 
 
 def test_cli_workflow_mode_spec_params_code_hash_and_stale_files(tmp_path):

@@ -6,10 +6,11 @@ from cqb.policies import policy_parameters, registered_policies
 from cqb.results import generated_block
 
 
-def test_architecture_lists_the_dataclass_defaults():
+def test_architecture_lists_the_dataclass_defaults(builtin_policies_only):
     text = (REPO / "docs" / "architecture.md").read_text()
     assert generated_block(text, "policy-defaults") == policy_defaults_markdown(), (
-        "regenerate: the block between the policy-defaults markers = `cqb policies --markdown`")
+        "regenerate: the block between the policy-defaults markers = `cqb policies --markdown` "
+        "(in an environment with no policy plugin installed)")
 
 
 def test_defaults_table_has_a_row_per_parameter_with_its_value():

@@ -92,8 +92,9 @@ def _lookups():
 
 
 @pytest.fixture
-def fake_installed_plugin(tmp_path, monkeypatch):
-    """An installed plugin the registry has not loaded yet; yields its policy name."""
+def fake_installed_plugin(tmp_path, monkeypatch, builtin_policies_only):
+    """An installed plugin the registry has not loaded yet, the only one
+    installed (the environment's own plugins left out); yields its policy name."""
     module, name = "cqb_test_lazy_plugin", "test_lazy_plugin"
     (tmp_path / f"{module}.py").write_text(textwrap.dedent(f"""
         from dataclasses import dataclass

@@ -11,6 +11,9 @@ of a table depend only on the run files.
 from __future__ import annotations
 
 import math
+import os
+import zipfile
+import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,13 +64,31 @@ def mean_sd_se(values: np.ndarray, ddof: int = 1) -> tuple[np.ndarray, np.ndarra
     return mean, sd, sd / math.sqrt(n)
 
 
+def read_run_file(path) -> dict:
+    """``load_run``, with one line naming the file for one that is not an intact
+    run file (truncated by a crashed copy or a full quota, empty, or another
+    format): numpy's own errors ("File is not a zip file", or "pickled data" with
+    advice to allow pickles) name no file and point the wrong way."""
+    try:
+        return load_run(path)
+    except (zipfile.BadZipFile, zlib.error, EOFError, ValueError, TypeError) as error:
+        if os.path.getsize(path) == 0:
+            problem = "it is empty"
+        elif not zipfile.is_zipfile(path):
+            problem = "not a complete .npz archive: truncated, or another format"
+        else:
+            problem = str(error)  # corrupted contents, missing arrays, unreadable metadata
+        raise ValueError(f"{path} is not a readable run file ({problem}): "
+                         "delete it so that Snakemake runs it again") from error
+
+
 def load_curve_runs(files: Iterable[str | Path]) -> tuple[np.ndarray, np.ndarray, list[dict]]:
     """Stack the queue and oracle queue of run files (two (n_seeds, T) int
     arrays) and return each run's metadata."""
     files = list(files)
     queues, oracles, metadata = [], [], []
     for path in files:
-        run = load_run(path)
+        run = read_run_file(path)
         queues.append(run["queue"])
         oracles.append(run["oracle_queue"])
         metadata.append(run["metadata"])

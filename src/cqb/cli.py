@@ -219,6 +219,20 @@ def _instance_spec(args) -> dict:
             "arrival_rate": args.arrival_rate, "slack": args.slack}
 
 
+def _check_pool_file(spec: dict) -> None:
+    """One line for a pool file that is not a complete .npz archive (another
+    format, or one truncated by a crashed copy): numpy reports the first as
+    "pickled data" and suggests allow_pickle, the wrong way, and the second as
+    zipfile.BadZipFile, naming no file. A missing file is left to the OSError report."""
+    import zipfile  # here: a synthetic run's start-up does not pay for it
+
+    pool = spec.get("pool") if spec.get("kind") == "pool" else None
+    if isinstance(pool, str) and os.path.isfile(pool) and not zipfile.is_zipfile(pool):
+        raise ValueError(f"pool file {pool} is not an .npz archive (another format, or truncated): "
+                         "give the instance file the data rules write (contexts, theta), "
+                         "e.g. data/processed/mnist/instance.npz")
+
+
 def run(args) -> int:
     blas_pinned = pin_blas_to_one_thread()  # before anything imports numpy
     from .code_hash import simulation_code_hash
@@ -235,6 +249,7 @@ def run(args) -> int:
     started = time.perf_counter()
     try:
         spec = _instance_spec(args)
+        _check_pool_file(spec)
         params = {**_json_object("--params", args.params), **_parse_settings(args.set)}
         if args.code_hash:  # a workflow job: the log says what ran, even if it is killed
             print(f"cqb {__version__} code {code_hash}: {args.policy} {json.dumps(params, sort_keys=True)} "
@@ -252,7 +267,16 @@ def run(args) -> int:
         result.metadata["workflow_code_hash"] = args.code_hash
     from .io import save_run  # after the simulation: its imports are not start-up
 
-    save_run(out, result)  # atomic: a killed run leaves no partial output
+    try:
+        save_run(out, result)  # atomic: a killed run leaves no partial output
+    except OSError as error:  # a full disk or quota, a read-only folder: nothing was written
+        import errno
+
+        remedy = ("free space on its disk" if error.errno in (errno.ENOSPC, errno.EDQUOT)
+                  else "make its folder writable")
+        print(f"cqb: error: cannot write {out}: {error.strerror or error}; nothing was written: "
+              f"{remedy} (or give another --out) and rerun", file=sys.stderr)
+        return 2
     print(f"{args.policy} seed {args.seed}: Q(T) = {int(result.queue[-1])}, "
           f"Q*(T) = {int(result.oracle_queue[-1])}, {time.perf_counter() - started:.2f} s "
           f"({time.process_time():.2f} s CPU in this process), wrote {out}", file=sys.stderr)

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .io import load_run
+from .aggregate import read_run_file
 from .summaries import SummarySettings, final_phase_start, run_summary
 
 
@@ -37,7 +37,7 @@ def _run_files(root: Path) -> dict[tuple, tuple[str, dict]]:
     retired) resolve to the newer file; the older is listed under ``superseded``."""
     files, superseded = {}, []
     for path in sorted(Path(root).rglob("*.npz"), key=lambda p: (p.stat().st_mtime, str(p))):
-        run = load_run(path)
+        run = read_run_file(path)
         meta = run["metadata"]
         params = {k: v for k, v in (meta.get("policy_params") or {}).items() if k not in IMPLEMENTATION_PARAMS}
         instance, horizon = path.relative_to(root).parts[-4:-2]
