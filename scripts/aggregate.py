@@ -1,13 +1,13 @@
 """Snakemake script of rule `aggregate`: the per-round table of one experiment,
 its per-run summaries and its per-curve summaries (stalled runs included)."""
 
-from cqb.aggregate import aggregate_curves, write_table
-from cqb.summaries import SummarySettings, curve_summaries, summarise_curves
+from cqb.analysis.aggregate import aggregate_curves, write_table
+from cqb.analysis.summaries import SummarySettings, curve_summaries, summarise_curves
 
 
 def main(smk):
     with open(smk.log[0], "w") as log:
-        curves = smk.params.curves  # cqb.aggregate.Curve, in config order
+        curves = smk.params.curves  # cqb.analysis.aggregate.Curve, in config order
         table = aggregate_curves(curves, ddof=smk.params.ddof)
         write_table(table, smk.output.table, smk.params.float_format)
         settings = SummarySettings(**smk.params.summaries)

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cqb.io import save_run
-from cqb.simulate import RunResult
+from cqb.sim.runfile import save_run
+from cqb.sim.simulate import RunResult
 
 REPO = Path(__file__).resolve().parent.parent
 # What a run of the pipeline needs besides the installed package.

@@ -1,4 +1,4 @@
-"""cqb.aggregate on fabricated run files: the statistics, row order and bytes of a table."""
+"""cqb.analysis.aggregate on fabricated run files: the statistics, row order and bytes of a table."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from conftest import fabricate_run
-from cqb.aggregate import (COLUMNS, Curve, aggregate_curves, curve_table, final_values, mean_sd_se, read_table,
+from cqb.analysis.aggregate import (COLUMNS, Curve, aggregate_curves, curve_table, final_values, mean_sd_se, read_table,
                            write_table)
 
 

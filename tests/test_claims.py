@@ -7,10 +7,10 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from cqb.aggregate import Curve, write_table
-from cqb.claims import (FAILS, HOLDS, INCONCLUSIVE, ClaimSpec, bootstrap_mean_interval,
+from cqb.analysis.aggregate import Curve, write_table
+from cqb.analysis.claims import (FAILS, HOLDS, INCONCLUSIVE, ClaimSpec, bootstrap_mean_interval,
                         claims_markdown, evaluate_claims)
-from cqb.summaries import (SummarySettings, binomial_interval, curve_summaries, late_slope,
+from cqb.analysis.summaries import (SummarySettings, binomial_interval, curve_summaries, late_slope,
                            read_runs_table, run_summary, summarise_curves)
 from conftest import fabricate_run
 
@@ -185,9 +185,9 @@ def test_markdown_table_has_one_row_per_claim():
 
 
 def test_instance_statistics_per_sweep_value_from_run_metadata(tmp_path):
-    from cqb.io import save_run
-    from cqb.simulate import RunResult
-    from cqb.summaries import instance_statistics
+    from cqb.sim.runfile import save_run
+    from cqb.sim.simulate import RunResult
+    from cqb.analysis.summaries import instance_statistics
 
     curves = []
     for slack, norms in (("0.1", (1.5, 1.7)), ("0.15", (1.9, 2.0))):
@@ -220,7 +220,7 @@ def test_converges_is_checked_at_every_sweep_value():
 
 
 def test_tail_window_stays_inside_the_final_phase():
-    from cqb.summaries import final_phase_start, tail_length
+    from cqb.analysis.summaries import final_phase_start, tail_length
 
     assert tail_length(1000, 0.1) == 100
     assert tail_length(1000, 0.1, final_phase_start=950) == 50  # only rounds after the cutoff

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from cqb.cli import main
-from cqb.io import atomic_write, load_run
+from cqb.sim.runfile import atomic_write, load_run
 
 
 def test_cli_runs_and_writes_run_file(tmp_path, capsys):
@@ -163,10 +163,10 @@ def test_cli_run_uses_one_blas_thread_without_threadpoolctl(tmp_path):
 
 def test_cli_run_after_numpy_is_imported_limits_blas_with_threadpoolctl(tmp_path, monkeypatch, capsys):
     # numpy is imported in this process, so the environment is too late
-    import cqb.simulate
+    import cqb.sim.simulate
 
     limits = []
-    real = cqb.simulate._one_blas_thread
-    monkeypatch.setattr(cqb.simulate, "_one_blas_thread", lambda: limits.append(1) or real())
+    real = cqb.sim.simulate._one_blas_thread
+    monkeypatch.setattr(cqb.sim.simulate, "_one_blas_thread", lambda: limits.append(1) or real())
     assert main(["run", "--policy", "random", "--seed", "0", "--horizon", "5", "--out", str(tmp_path / "r.npz")]) == 0
     assert limits == [1]

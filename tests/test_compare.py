@@ -5,9 +5,9 @@ import pandas as pd
 import pytest
 
 from cqb.cli import main
-from cqb.compare import compare_claims, compare_run_trees, comparison_markdown
-from cqb.io import save_run
-from cqb.simulate import RunResult
+from cqb.analysis.compare import compare_claims, compare_run_trees, comparison_markdown
+from cqb.sim.runfile import save_run
+from cqb.sim.simulate import RunResult
 
 SPEC = {"kind": "synthetic", "n_servers": 3, "dim": 2, "arrival_rate": 0.5, "slack": 0.1}
 
@@ -97,7 +97,7 @@ def test_command_writes_the_report_and_refuses_half_the_claims(tmp_path, capsys)
 
 @pytest.mark.parametrize("policy", ["cqb_opt"])
 def test_a_real_run_compared_with_itself_is_identical(tmp_path, policy):
-    from cqb.simulate import simulate
+    from cqb.sim.simulate import simulate
 
     result = simulate(SPEC, policy, None, 200, 3)
     for root in ("old", "new"):
@@ -108,7 +108,7 @@ def test_a_real_run_compared_with_itself_is_identical(tmp_path, policy):
 
 def test_tail_regret_is_the_pipelines_own_window_for_a_policy_with_a_cutoff(tmp_path):
     """CQB-η-2's tail lies inside its final phase (rounds after the cutoff), as in
-    cqb.summaries.run_summary: here the last round only, not the last two."""
+    cqb.analysis.summaries.run_summary: here the last round only, not the last two."""
     oracle = [0] * 20
     queue = [0] * 18 + [20, 0]
     for root in ("old", "new"):

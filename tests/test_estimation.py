@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from sklearn.linear_model import LogisticRegression
 
-from cqb.estimation import (EstimatorConfig, LogisticEstimator, confidence_width, filippi_projection,
+from cqb.sim.estimation import (EstimatorConfig, LogisticEstimator, confidence_width, filippi_projection,
                             fit_logistic)
 
 

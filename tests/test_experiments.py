@@ -1,4 +1,4 @@
-"""cqb.experiments: config → runs, curves and figure specs, without Snakemake."""
+"""cqb.pipeline.experiments: config → runs, curves and figure specs, without Snakemake."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from conftest import REPO
-from cqb.config_schema import ConfigError, policy_params_schema, validate_config
-from cqb.experiments import build_plan, format_value, instance_id
+from cqb.pipeline.config_schema import ConfigError, policy_params_schema, validate_config
+from cqb.pipeline.experiments import build_plan, format_value, instance_id
 from cqb.policies import get_spec, register_policy, registered_policies
 
 SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
@@ -28,7 +28,7 @@ class GainParams:
 def plugin_policy():
     """A policy of a plugin package: the schema and the sweeps must know its
     parameters. Unregistered after this module, so other tests see only theirs."""
-    from cqb.policies import registry
+    from cqb.sim.policies import registry
 
     register_policy("test_plugin", "Plugin", GainParams)(lambda env, contexts, rng, params: None)
     yield "test_plugin"

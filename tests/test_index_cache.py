@@ -11,11 +11,11 @@ lowest server, on ties).
 import numpy as np
 import pytest
 
-from cqb.estimation import logistic
-from cqb.instances import instance_from_spec
+from cqb.sim.estimation import logistic
+from cqb.sim.instances import instance_from_spec
 from cqb.policies import make_policy
-from cqb.rng import stream
-from cqb.simulate import draw_trace, policy_env, run_policy
+from cqb.sim.rng import stream
+from cqb.sim.simulate import draw_trace, policy_env, run_policy
 
 CACHED_POLICIES = ("cqb_opt", "cqb_eps", "cqb_eps_opt", "cqb_eta2", "cqb_ts")
 

@@ -1,4 +1,4 @@
-"""Every output the package writes goes through cqb.io.atomic_write and gets the umask's mode.
+"""Every output the package writes goes through cqb.sim.runfile.atomic_write and gets the umask's mode.
 
 mkstemp creates its file 0600; left as is, run files, tables, figures and
 processed data would be unreadable to collaborators sharing a results folder.
@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cqb.io import atomic_write, save_run
-from cqb.simulate import RunResult
+from cqb.sim.runfile import atomic_write, save_run
+from cqb.sim.simulate import RunResult
 
 # umask → mode of a new output file, as open(path, "w") would give it.
 UMASK_MODES = {0o022: 0o644, 0o077: 0o600, 0o002: 0o664}
@@ -38,7 +38,7 @@ def _write_run(path):
 
 
 def _write_table(path):
-    from cqb.aggregate import write_table
+    from cqb.analysis.aggregate import write_table
 
     write_table(pd.DataFrame({"t": [1, 2], "mean": [0.5, 1.5]}), path)
 
@@ -49,7 +49,7 @@ def _write_figure(path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from cqb.plotting import save_figure
+    from cqb.figures.plotting import save_figure
 
     figure, axes = plt.subplots()
     axes.plot([0, 1], [0, 1])
@@ -72,7 +72,7 @@ def _write_instance(path):
 
 
 def _write_report(path):
-    from cqb.aggregate import atomic_write_text
+    from cqb.analysis.aggregate import atomic_write_text
 
     atomic_write_text(path, "{}\n")
 

@@ -1,4 +1,4 @@
-"""The compiled kernel (cqb/_kernel.c) against the numpy reference, every round.
+"""The compiled kernel (cqb/sim/_kernel.c) against the numpy reference, every round.
 
 Two copies of a policy, one per kernel, are driven by the same decisions (the
 numpy copy's) on the same trace; after every update their whole state —
@@ -13,12 +13,12 @@ import importlib
 import numpy as np
 import pytest
 
-import cqb.estimation as estimation
-from cqb.estimation import EstimatorConfig, LogisticEstimator
-from cqb.instances import instance_from_spec, pool_instance
+import cqb.sim.estimation as estimation
+from cqb.sim.estimation import EstimatorConfig, LogisticEstimator
+from cqb.sim.instances import instance_from_spec, pool_instance
 from cqb.policies import make_policy
-from cqb.rng import stream
-from cqb.simulate import draw_trace, play, policy_env
+from cqb.sim.rng import stream
+from cqb.sim.simulate import draw_trace, play, policy_env
 
 SYNTHETIC = {"kind": "synthetic", "n_servers": 3, "dim": 5, "arrival_rate": 0.7, "slack": 0.15}
 
@@ -218,7 +218,7 @@ def test_bad_inputs_get_one_clear_error():
 
 
 def test_a_stale_build_is_refused(monkeypatch):
-    kernel = importlib.import_module("cqb._kernel")
+    kernel = importlib.import_module("cqb.sim._kernel")
     monkeypatch.setattr(estimation, "_KERNEL", None)
     monkeypatch.setattr(kernel, "SOURCE_HASH", "0" * 64)
     with pytest.raises(ImportError, match="built from another version"):
@@ -229,7 +229,7 @@ def test_a_stale_build_is_refused(monkeypatch):
 
 
 def test_kernel_flags_match_the_python_side():
-    kernel = importlib.import_module("cqb._kernel")
+    kernel = importlib.import_module("cqb.sim._kernel")
     assert (kernel.REFITTED, kernel.OUTSIDE_BALL) == (estimation._REFITTED, estimation._OUTSIDE_BALL)
 
 

@@ -17,11 +17,11 @@ import pytest
 from scipy.optimize import check_grad, minimize, root
 from scipy.stats import norm
 
-from cqb.estimation import filippi_projection, fit_logistic
-from cqb.instances import instance_from_spec
+from cqb.sim.estimation import filippi_projection, fit_logistic
+from cqb.sim.instances import instance_from_spec
 from cqb.policies import EtaParams, PolicyEnv, make_policy, resolve_params
-from cqb.rng import stream
-from cqb.simulate import draw_trace, policy_env, run_policy
+from cqb.sim.rng import stream
+from cqb.sim.simulate import draw_trace, policy_env, run_policy
 
 
 def spec_beta(kappa, reg, dim, n_servers, delta, norm_bound, n_samples):

@@ -7,9 +7,9 @@ import hashlib
 import numpy as np
 import pytest
 
-import cqb.instances as instances
-from cqb.instances import check_arrival_rate, check_positive_int, synthetic_instance
-from cqb.rng import stream
+import cqb.sim.instances as instances
+from cqb.sim.instances import check_arrival_rate, check_positive_int, synthetic_instance
+from cqb.sim.rng import stream
 
 
 @pytest.mark.parametrize("rate", [0, 0.0, 1.0, -0.1, "0.5"])

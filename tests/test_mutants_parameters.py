@@ -1,4 +1,4 @@
-"""cqb.policies.parameters: every rule that resolves or refuses a policy's
+"""cqb.sim.policies.parameters: every rule that resolves or refuses a policy's
 parameters, with the exact one-line message (mutation testing found these
 unchecked: a wrong name in a message, a bound moved by one, a branch swapped)."""
 
@@ -63,7 +63,7 @@ def test_a_non_integer_tau_given_to_the_dataclass_directly_is_refused():
 
 
 def test_estimator_config_carries_every_field():
-    from cqb.estimation import EstimatorConfig
+    from cqb.sim.estimation import EstimatorConfig
     from cqb.policies import EstimatorParams
 
     values = dict(reg=0.5, kappa=3.0, delta=0.02, norm_bound=2.0, projection="euclidean", design_reg="plain",

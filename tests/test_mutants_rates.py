@@ -1,4 +1,4 @@
-"""cqb.rates, value by value on small hand-made inputs: every field of the
+"""cqb.analysis.rates, value by value on small hand-made inputs: every field of the
 per-horizon row, the slope fit's edge cases (two horizons, too few positive
 bootstrap draws, runs with two converged seeds), the power analysis's exact
 seed counts, the verdict's boundaries and the slope table's columns. Mutation
@@ -14,10 +14,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cqb.rates import (REFERENCE_RATES, Z95, bootstrap_converged_means, converged_mean, fit_slope, horizon_row,
+from cqb.analysis.rates import (REFERENCE_RATES, Z95, bootstrap_converged_means, converged_mean, fit_slope, horizon_row,
                        rate_run_rows, rate_tables, rates_figure_table, reference_curve, reference_slope,
                        relative_variance, seeds_for_slope_width, slope_verdict, slope_weights)
-from cqb.summaries import binomial_interval
+from cqb.analysis.summaries import binomial_interval
 
 
 def no_warnings():
@@ -305,7 +305,7 @@ def _pilot_runs():
 
 
 def test_power_table_row_by_row():
-    from cqb.rates import power_table, predicted_half_width
+    from cqb.analysis.rates import power_table, predicted_half_width
 
     cost = {100: 1.0, 1000: 3.0}.get
     table = power_table(_pilot_runs(), 0.2, min_seeds=4, configured={"b": {100: 6, 1000: 7, 10000: 8}}, cost=cost)
@@ -325,7 +325,7 @@ def test_power_table_row_by_row():
 
 
 def test_power_table_needs_three_converged_runs_and_a_positive_mean():
-    from cqb.rates import power_table
+    from cqb.analysis.rates import power_table
 
     runs = _pilot_runs()
     runs = runs[~((runs["experiment"] == "b") & (runs["horizon"] == 1000) & (runs["seed"] == 2))]  # two left
@@ -334,7 +334,7 @@ def test_power_table_needs_three_converged_runs_and_a_positive_mean():
 
 
 def test_configured_seeds_and_run_cost():
-    from cqb.rates import configured_seeds, run_cost
+    from cqb.analysis.rates import configured_seeds, run_cost
 
     config = {"experiments": {"e": {"seeds": 10, "seeds_by_horizon": {"2000": 30}, "sweep": {"horizon": [500, 2000]}}}}
     assert configured_seeds(config, ["e"]) == {"e": {500: 10, 2000: 30}}
@@ -343,9 +343,9 @@ def test_configured_seeds_and_run_cost():
 
 
 def test_power_analysis_command_line(tmp_path, capsys):
-    from cqb.rates import main
+    from cqb.analysis.rates import main
 
-    assert main([]) == 2 and "usage: python -m cqb.rates" in capsys.readouterr().err
+    assert main([]) == 2 and "usage: python -m cqb.analysis.rates" in capsys.readouterr().err
     runs = _pilot_runs()
     runs["stalled"] = runs["stalled"].map({True: "True", False: "False"})
     runs.to_csv(tmp_path / "pilot.tsv", sep="\t", index=False)
@@ -358,7 +358,7 @@ def test_power_analysis_command_line(tmp_path, capsys):
 
 
 def test_power_analysis_command_line_without_config_reads_0_1_stall_flags(tmp_path, capsys):
-    from cqb.rates import main
+    from cqb.analysis.rates import main
 
     runs = _pilot_runs()
     runs["stalled"] = runs["stalled"].astype(int)
@@ -369,7 +369,7 @@ def test_power_analysis_command_line_without_config_reads_0_1_stall_flags(tmp_pa
 
 
 def test_documented_defaults_2000_draws_seed_0_half_width_0_15_at_least_10_seeds():
-    from cqb.rates import power_table
+    from cqb.analysis.rates import power_table
 
     rng = np.random.default_rng(9)
     rows = [{"experiment": "e", "policy": "cqb_eps", "horizon": h, "seed": s, "tail_regret": rng.lognormal(-h / 2000, 1),
@@ -387,28 +387,28 @@ def test_documented_defaults_2000_draws_seed_0_half_width_0_15_at_least_10_seeds
 
 
 def test_min_seeds_reaches_the_power_table_and_0_1_flags_reach_relative_variance():
-    from cqb.rates import power_table
+    from cqb.analysis.rates import power_table
 
     assert power_table(_pilot_runs(), 0.2, min_seeds=50)["seeds_needed"].tolist()[0] == "100:50 1000:50"
     assert relative_variance([1.0, 3.0, 100.0], [0, 0, 1]) == pytest.approx(0.5)
 
 
 def test_power_analysis_command_line_reads_sys_argv_when_given_no_list(tmp_path, capsys, monkeypatch):
-    from cqb.rates import main
+    from cqb.analysis.rates import main
 
     runs = _pilot_runs()
     runs.to_csv(tmp_path / "pilot.tsv", sep="\t", index=False)
-    monkeypatch.setattr("sys.argv", ["cqb.rates", str(tmp_path / "pilot.tsv")])
+    monkeypatch.setattr("sys.argv", ["cqb.analysis.rates", str(tmp_path / "pilot.tsv")])
     assert main() == 0
     assert "100:0.02" in capsys.readouterr().out
-    monkeypatch.setattr("sys.argv", ["cqb.rates"])
+    monkeypatch.setattr("sys.argv", ["cqb.analysis.rates"])
     assert main() == 2
 
 
 def test_fit_slope_keeps_the_interval_when_exactly_half_the_draws_are_usable(monkeypatch):
     """The interval needs at least ⌊draws/2⌋ draws with every horizon's estimate
     positive: with 5 draws, 2 usable give an interval and 1 does not."""
-    import cqb.rates as rates
+    import cqb.analysis.rates as rates
 
     def fake_draws(usable):
         def draw(values, stalled, bootstrap, rng):

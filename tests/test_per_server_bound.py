@@ -7,11 +7,11 @@ import math
 import numpy as np
 import pytest
 
-from cqb.estimation import EstimatorConfig, LogisticEstimator, confidence_width, filippi_projection
-from cqb.instances import pool_instance
+from cqb.sim.estimation import EstimatorConfig, LogisticEstimator, confidence_width, filippi_projection
+from cqb.sim.instances import pool_instance
 from cqb.policies import PolicyEnv, resolve_params
-from cqb.policies.optimistic import OptimisticScorer
-from cqb.simulate import draw_trace, play, simulate
+from cqb.sim.policies.optimistic import OptimisticScorer
+from cqb.sim.simulate import draw_trace, play, simulate
 
 CQB_POLICIES = ("cqb_eps", "cqb_opt", "cqb_eps_opt", "cqb_ts", "cqb_eta2")
 # Parameters a pool instance (no nominal slack) needs to resolve.

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from conftest import REPO, copy_workflow, snakemake
-from cqb.aggregate import read_table
+from cqb.analysis.aggregate import read_table
 
 pytestmark = pytest.mark.slow
 
@@ -84,8 +84,8 @@ def test_smoke_run_builds_the_claims_table_with_provenance(smoke_run):
 
     import pandas as pd
 
-    from cqb.claims import HOLDS, FAILS, INCONCLUSIVE
-    from cqb.code_hash import simulation_code_hash
+    from cqb.analysis.claims import HOLDS, FAILS, INCONCLUSIVE
+    from cqb.sim.code_hash import simulation_code_hash
 
     workdir, _ = smoke_run
     figures = workdir / SMOKE_RESULTS / "figures"

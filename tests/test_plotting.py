@@ -1,4 +1,4 @@
-"""cqb.plotting from aggregate tables alone (fabricated run files, no simulation)."""
+"""cqb.figures.plotting from aggregate tables alone (fabricated run files, no simulation)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from conftest import fabricate_run
-from cqb.aggregate import Curve, aggregate_curves, read_table, write_table
-from cqb.experiments import FigureSpec, Panel, PanelCurve
-from cqb.plotting import figure_table, make_figure
+from cqb.analysis.aggregate import Curve, aggregate_curves, read_table, write_table
+from cqb.pipeline.experiments import FigureSpec, Panel, PanelCurve
+from cqb.figures.plotting import figure_table, make_figure
 
 
 @pytest.fixture
@@ -98,7 +98,7 @@ def _drawn_lines(figure, panel=0):
 def test_median_centre_draws_the_median_with_the_interquartile_band(tables):
     from matplotlib.collections import PolyCollection
 
-    from cqb.plotting import plot_figure
+    from cqb.figures.plotting import plot_figure
 
     spec = dataclasses.replace(figure_spec(), center="median", band="iqr")
     table = figure_table(spec, tables)
@@ -115,7 +115,7 @@ def test_median_centre_draws_the_median_with_the_interquartile_band(tables):
 def test_legends_carry_stall_counts_and_sit_below_the_axes(tables):
     import pandas as pd
 
-    from cqb.plotting import plot_figure
+    from cqb.figures.plotting import plot_figure
 
     spec = figure_spec()
     summaries = {"base": pd.DataFrame({"policy": ["cqb_eps", "random", "oracle"], "sweep_value": ["", "", ""],
@@ -130,7 +130,7 @@ def test_legends_carry_stall_counts_and_sit_below_the_axes(tables):
 
 
 def test_long_curves_are_thinned_in_the_drawing_not_in_the_table(tmp_path):
-    from cqb.plotting import MAX_POINTS, thin
+    from cqb.figures.plotting import MAX_POINTS, thin
 
     assert thin(10) == list(range(10))
     index = thin(5000)

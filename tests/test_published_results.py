@@ -6,8 +6,8 @@ import json
 import pytest
 
 from conftest import REPO
-from cqb.code_hash import simulation_code_hash
-from cqb.results import OPTIONAL_BLOCKS, generated_block, provenance_line
+from cqb.sim.code_hash import simulation_code_hash
+from cqb.pipeline.results import OPTIONAL_BLOCKS, generated_block, provenance_line
 
 RESULTS = REPO / "docs" / "results"
 

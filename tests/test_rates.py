@@ -1,4 +1,4 @@
-"""cqb.rates: the tail-regret estimand, the robust per-horizon estimator, the
+"""cqb.analysis.rates: the tail-regret estimand, the robust per-horizon estimator, the
 log–log slope with its intervals, the power analysis, and Figure 5's drawing
 and rendered summary (no Snakemake)."""
 
@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cqb.rates import (
+from cqb.analysis.rates import (
     bootstrap_converged_means,
     converged_mean,
     fit_slope,
@@ -23,7 +23,7 @@ from cqb.rates import (
     seeds_for_slope_width,
     Z95,
 )
-from cqb.summaries import SummarySettings
+from cqb.analysis.summaries import SummarySettings
 
 HORIZONS = (2000, 5000, 10000, 20000, 50000)
 
@@ -228,7 +228,7 @@ def test_reference_slopes_are_the_theorems_rates():
 
 
 def test_summary_text_is_generated_from_the_tables():
-    from cqb.rates_plot import plot_rates, rates_summary_markdown
+    from cqb.figures.rates_plot import plot_rates, rates_summary_markdown
 
     summary, slopes = rate_tables(fake_runs(np.random.default_rng(0)), bootstrap=300)
     titles = {"base": "Base instance", "harder": "Harder instance"}
@@ -243,7 +243,7 @@ def test_summary_text_is_generated_from_the_tables():
 
 
 def test_power_table_reports_seeds_cost_and_the_configured_prediction():
-    from cqb.rates import power_table
+    from cqb.analysis.rates import power_table
 
     rng = np.random.default_rng(6)
     rows = []
@@ -267,7 +267,7 @@ def test_power_table_reports_seeds_cost_and_the_configured_prediction():
     (-0.20, -0.05, "resolved; slower than the bound's rate"),
 ])
 def test_verdict_compares_the_interval_with_the_theorem_slope(low, high, expected):
-    from cqb.rates import slope_verdict
+    from cqb.analysis.rates import slope_verdict
 
     row = {"slope": (low + high) / 2, "ci_low": low, "ci_high": high, "half_width": (high - low) / 2,
            "reference_slope": -0.25}

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from cqb.results import (BEGIN, END, config_hash, generated_block, provenance, publish,
+from cqb.pipeline.results import (BEGIN, END, config_hash, generated_block, provenance, publish,
                          splice, time_command, timings_markdown)
 
 

@@ -1,5 +1,5 @@
 """Figure 7 without Snakemake: construction variants (cqb.data.variants) and the
-verdict grid (cqb.sensitivity), plus the config's grid: every cell has its claim."""
+verdict grid (cqb.analysis.sensitivity), plus the config's grid: every cell has its claim."""
 
 from __future__ import annotations
 
@@ -12,14 +12,14 @@ import pytest
 import yaml
 from scipy.special import expit
 
-from cqb.claims import FAILS, HOLDS, ClaimSpec
+from cqb.analysis.claims import FAILS, HOLDS, ClaimSpec
 from cqb.data.semisynthetic import build_pool_instance
 from cqb.data.variants import (ConstructionVariant, build_variant_instance, group_labels,
                                standardise_columns, variant_for_dataset)
-from cqb.config_schema import ConfigError, validate_config
-from cqb.experiments import build_plan
-from cqb.sensitivity import (Cell, cell_rows, grid_cells, render_summary, sensitivity_table)
-from cqb.verdicts import claim_specs
+from cqb.pipeline.config_schema import ConfigError, validate_config
+from cqb.pipeline.experiments import build_plan
+from cqb.analysis.sensitivity import (Cell, cell_rows, grid_cells, render_summary, sensitivity_table)
+from cqb.pipeline.verdicts import claim_specs
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 
 import cqb
-from cqb.instances import instance_from_spec, pool_instance, synthetic_instance
-from cqb.io import load_run, save_run
+from cqb.sim.instances import instance_from_spec, pool_instance, synthetic_instance
+from cqb.sim.runfile import load_run, save_run
 from cqb.policies import POLICIES, PolicyEnv, make_policy
-from cqb.rng import STREAM_NAMES, seed_streams, stream
-from cqb.simulate import RunResult, draw_trace, policy_env, run_policy, simulate
+from cqb.sim.rng import STREAM_NAMES, seed_streams, stream
+from cqb.sim.simulate import RunResult, draw_trace, policy_env, run_policy, simulate
 
 BASE = {"kind": "synthetic", "n_servers": 5, "dim": 5, "arrival_rate": 0.7, "slack": 0.1}
 SMALL = {"kind": "synthetic", "n_servers": 3, "dim": 3, "arrival_rate": 0.6, "slack": 0.15}
@@ -254,7 +254,7 @@ def test_pool_file_holding_pickled_objects_is_not_unpickled(tmp_path):
 
 def test_raw_contexts_are_uniform_cube_draws_scaled_to_unit_norm():
     """SPEC §4: u ~ U(−1, 1)^d scaled to norm 1: symmetric about 0 in every coordinate."""
-    from cqb.instances import _unit_rows
+    from cqb.sim.instances import _unit_rows
 
     rows = _unit_rows(20000, 3, np.random.default_rng(0))
     np.testing.assert_allclose(np.linalg.norm(rows, axis=1), 1.0, rtol=1e-12)
@@ -520,7 +520,7 @@ def test_plugin_policies_register_through_entry_points(tmp_path, monkeypatch):
 
 
 def test_queue_buffer_holds_an_arrival_every_round_with_no_service():
-    from cqb.simulate import Trace
+    from cqb.sim.simulate import Trace
 
     horizon = 12
     contexts = np.tile([[1.0, 0.0]], (horizon, 1))
@@ -543,7 +543,7 @@ def test_run_metadata_names_every_field():
 
 
 def test_json_safe_converts_nested_numpy_values_and_non_finite_floats():
-    from cqb.simulate import _json_safe
+    from cqb.sim.simulate import _json_safe
 
     assert _json_safe({"a": [np.float64(1.5), float("nan"), 2.5], 1: (np.int64(2), float("inf"))}) == {
         "a": [1.5, None, 2.5], "1": [2, None]}
@@ -552,7 +552,7 @@ def test_json_safe_converts_nested_numpy_values_and_non_finite_floats():
 def test_params_resolved_to_a_mapping_are_recorded_as_a_dict():
     from dataclasses import dataclass
 
-    from cqb.policies import registry
+    from cqb.sim.policies import registry
 
     @dataclass(frozen=True)
     class MappingParams:
@@ -643,7 +643,7 @@ def test_run_policy_tells_the_policy_the_round_of_each_outcome():
         def observe(self, t, job, server, success):
             self.observed.append(t)
 
-    from cqb.simulate import Trace
+    from cqb.sim.simulate import Trace
 
     policy = FirstJobFirstServer()
     trace = Trace(np.array([True, False, True, False]), np.eye(2), np.full(4, 0.9), np.full((2, 2), 0.5))
@@ -692,7 +692,7 @@ def test_exploration_phases_end_exactly_at_their_last_round():
 def test_context_sampler_draws_again_until_it_has_every_requested_context(monkeypatch):
     """A first batch that accepts one context too few must be topped up by a
     second batch (the count starts at zero)."""
-    import cqb.instances as instances
+    import cqb.sim.instances as instances
 
     calls = []
 

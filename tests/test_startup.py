@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import cqb.simulate
+import cqb.sim.simulate
 from cqb.benchmark import startup_table, startup_times
-from cqb.simulate import LOOP_START_PROBE, simulate
+from cqb.sim.simulate import LOOP_START_PROBE, simulate
 
 SMALL = {"kind": "synthetic", "n_servers": 2, "dim": 2, "arrival_rate": 0.5, "slack": 0.1}
-SRC = Path(cqb.simulate.__file__).parents[1]
+SRC = Path(cqb.sim.simulate.__file__).parents[2]
 
 
 def test_loop_start_probe_is_silent_unless_asked(monkeypatch, capsys):

@@ -3,7 +3,8 @@
 import pandas as pd
 import pytest
 
-from cqb.tuning import base_label, choices, mismatches, plot_tuning, tuning_table
+from cqb.analysis.tuning import base_label, choices, mismatches, tuning_table
+from cqb.figures.tuning_plot import plot_tuning
 
 
 def runs(grid: dict, parameter="bonus_scale"):

@@ -65,7 +65,7 @@ def _parse_settings(items: list[str]) -> dict:
 
 
 def _policy_listing() -> str:
-    from .policies import policy_parameters, registered_policies
+    from .sim.policies import policy_parameters, registered_policies
 
     lines = []
     for name, spec in registered_policies().items():
@@ -77,7 +77,7 @@ def _policy_listing() -> str:
 
 def policy_defaults_markdown() -> str:
     """Every policy's parameters with their defaults, as a Markdown table."""
-    from .policies import policy_parameters, registered_policies
+    from .sim.policies import policy_parameters, registered_policies
 
     lines = ["| policy | parameter | default |", "| --- | --- | --- |"]
     for name in registered_policies():
@@ -133,6 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the simulation code hash the caller scheduled the run with (recorded)")
     run.add_argument("--out", required=True, help="output .npz (written atomically)")
 
+    from .benchmark_options import add_benchmark_arguments
+
     add_benchmark_arguments(commands.add_parser("benchmark", help="time the simulation core (not a test)"))
     tables = commands.add_parser("tables", help="Markdown tables of docs/beyond.md from the pipeline's tables")
     tables.add_argument("results", nargs="?", default="results")
@@ -143,7 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     publish.add_argument("--dest", default="docs/results")
     publish.add_argument("--readme", default="README.md")
     compare = commands.add_parser(
-        "compare", help="pair two trees of run files by path and report what changed (cqb.compare)")
+        "compare", help="pair two trees of run files by path and report what changed (cqb.analysis.compare)")
     compare.add_argument("old", help="the old runs folder (e.g. a copy of results/runs)")
     compare.add_argument("new", help="the new runs folder")
     compare.add_argument("--old-claims", help="the old claims table (claims.tsv)")
@@ -155,18 +157,6 @@ def build_parser() -> argparse.ArgumentParser:
     timed.add_argument("--table", default="docs/results/timings.tsv")
     timed.add_argument("cmd", nargs=argparse.REMAINDER, help="-- the command")
     return parser
-
-
-def add_benchmark_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of `cqb benchmark`, also of `python -m cqb.benchmark` (here,
-    not in cqb.benchmark, which imports numpy: building the parser must not)."""
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--out", help="write the Markdown tables here as well")
-    parser.add_argument("--startup", action="store_true",
-                        help="time a `cqb run` job's start-up instead (docs/benchmarks.md)")
-    parser.add_argument("--startup-runs", type=int, default=20, help="runs per source (default 20)")
-    parser.add_argument("--startup-baseline", metavar="SRC",
-                        help="another checkout's src/ directory, timed beside this one")
 
 
 def _json_object(option: str, text: str) -> dict:
@@ -192,11 +182,11 @@ def _instance_spec(args) -> dict:
 
 def run(args) -> int:
     blas_pinned = pin_blas_to_one_thread()  # before anything imports numpy
-    from .code_hash import simulation_code_hash
-    from .simulate import simulate
+    from .sim.code_hash import simulation_code_hash
+    from .sim.simulate import simulate
 
     out = Path(args.out)
-    # temporary files of an earlier attempt that was killed mid-write (see cqb.io.atomic_write)
+    # temporary files of an earlier attempt that was killed mid-write (see cqb.sim.runfile.atomic_write)
     for stale in out.parent.glob(f".{out.name}.*"):
         stale.unlink()
     code_hash = simulation_code_hash()
@@ -221,7 +211,7 @@ def run(args) -> int:
         return 2
     if args.code_hash:
         result.metadata["workflow_code_hash"] = args.code_hash
-    from .io import save_run  # after the simulation: its imports are not start-up
+    from .sim.runfile import save_run  # after the simulation: its imports are not start-up
 
     save_run(out, result)  # atomic: a killed run leaves no partial output
     print(f"{args.policy} seed {args.seed}: Q(T) = {int(result.queue[-1])}, "
@@ -231,8 +221,8 @@ def run(args) -> int:
 
 
 def _compare(args) -> int:
-    from .aggregate import atomic_write_text
-    from .compare import compare_claims, compare_run_trees, comparison_markdown
+    from .analysis.aggregate import atomic_write_text
+    from .analysis.compare import compare_claims, compare_run_trees, comparison_markdown
 
     try:
         if (args.old_claims is None) != (args.new_claims is None):
@@ -260,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
         benchmark(args)
         return 0
     if args.command in ("publish", "time"):
-        from . import results
+        from .pipeline import results
 
         try:
             if args.command == "publish":
@@ -278,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "compare":
         return _compare(args)
     if args.command == "tables":
-        from .beyond_tables import main as tables
+        from .analysis.beyond_tables import main as tables
 
         tables(args.results, args.figures)
         return 0

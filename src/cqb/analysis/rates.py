@@ -1,14 +1,14 @@
 """Empirical queue-length regret rates: R_T against T on log–log axes.
 
 Estimand (docs/beyond.md). Each run at horizon T is summarised by
-:func:`cqb.summaries.run_summary`; its **tail regret**, the mean of
+:func:`cqb.analysis.summaries.run_summary`; its **tail regret**, the mean of
 Q(t) − Q*(t) over the last 10 % of rounds, estimates R at ≈ T with far less
 noise than the final round's Q(T) − Q*(T) (an integer that is 0 or ±1 at most
 seeds once a policy has converged). The final-round regret is kept as a
 secondary column.
 
 Robust estimator. A stalled run (tail regret above the stall threshold of
-:class:`cqb.summaries.SummarySettings`) keeps tens to hundreds of jobs and
+:class:`cqb.analysis.summaries.SummarySettings`) keeps tens to hundreds of jobs and
 alone decides a mean of 30. Per (policy, T) we therefore report the number of
 stalled runs with an exact interval (a finding, never dropped silently) and,
 as the point on the figure, the **mean tail regret over the runs that did not
@@ -65,7 +65,7 @@ def reference_slope(policy: str, horizons) -> float:
 
 
 def rate_run_rows(runs: Iterable, settings: SummarySettings = SummarySettings()) -> list[dict]:
-    """One row per run from :func:`cqb.summaries.run_summary`.
+    """One row per run from :func:`cqb.analysis.summaries.run_summary`.
 
     ``runs`` yields (experiment, policy label, T, seed, queue, oracle queue,
     start of the policy's final phase or None)."""
@@ -304,7 +304,7 @@ def rates_figure_table(summary, slopes):
 def rate_experiments(config: Mapping, plan) -> list[str]:
     """``rates.experiment`` (validated by the plan) then ``rates.extra_experiments``,
     each a horizon-swept experiment; one panel of Figure 5 each."""
-    from .experiments import config_error
+    from ..errors import config_error
 
     if plan.rates_experiment is None:
         return []
@@ -380,7 +380,7 @@ def configured_seeds(config: Mapping, experiments: Iterable[str]) -> dict[str, d
 
 
 def main(argv=None) -> int:
-    """python -m cqb.rates PILOT_RUNS_TSV [CONFIG_YAML]: the power analysis table."""
+    """python -m cqb.analysis.rates PILOT_RUNS_TSV [CONFIG_YAML]: the power analysis table."""
     import sys
 
     import pandas as pd
@@ -388,7 +388,7 @@ def main(argv=None) -> int:
 
     argv = sys.argv[1:] if argv is None else argv
     if not argv:
-        print("usage: python -m cqb.rates PILOT_RUNS_TSV [CONFIG_YAML]", file=sys.stderr)
+        print("usage: python -m cqb.analysis.rates PILOT_RUNS_TSV [CONFIG_YAML]", file=sys.stderr)
         return 2
     runs = pd.read_csv(argv[0], sep="\t", dtype={"experiment": str, "policy": str})
     runs["stalled"] = runs["stalled"].astype(str).str.lower().isin(("true", "1"))

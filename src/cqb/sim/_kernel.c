@@ -90,13 +90,13 @@ static void *take(Core *self, PyObject *obj, const char *name, Py_ssize_t count,
                   int writable) {
     Py_buffer *view = &self->views[self->n_views];
     if (PyObject_GetBuffer(obj, view, (writable ? PyBUF_WRITABLE : 0) | PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
-        PyErr_Format(PyExc_TypeError, "cqb._kernel: %s must be a%s C-contiguous array", name,
+        PyErr_Format(PyExc_TypeError, "cqb.sim._kernel: %s must be a%s C-contiguous array", name,
                      writable ? " writable" : "");
         return NULL;
     }
     self->n_views++;
     if (view->itemsize != itemsize || view->len != count * itemsize) {
-        PyErr_Format(PyExc_ValueError, "cqb._kernel: %s has %zd items of %zd bytes, expected %zd of %zd",
+        PyErr_Format(PyExc_ValueError, "cqb.sim._kernel: %s has %zd items of %zd bytes, expected %zd of %zd",
                      name, view->len / (view->itemsize ? view->itemsize : 1), view->itemsize, count, itemsize);
         return NULL;
     }
@@ -132,12 +132,12 @@ static int core_init(Core *self, PyObject *args, PyObject *kwds) {
     /* Shapes come from mle (K, d) and outcomes (K, capacity). */
     Py_buffer probe;
     if (PyObject_GetBuffer(o[3], &probe, PyBUF_ND) < 0) return -1;
-    if (probe.ndim != 2) { PyBuffer_Release(&probe); PyErr_SetString(PyExc_ValueError, "cqb._kernel: mle must be 2-D"); return -1; }
+    if (probe.ndim != 2) { PyBuffer_Release(&probe); PyErr_SetString(PyExc_ValueError, "cqb.sim._kernel: mle must be 2-D"); return -1; }
     self->n_servers = probe.shape[0];
     self->dim = probe.shape[1];
     PyBuffer_Release(&probe);
     if (PyObject_GetBuffer(o[1], &probe, PyBUF_ND) < 0) return -1;
-    if (probe.ndim != 2) { PyBuffer_Release(&probe); PyErr_SetString(PyExc_ValueError, "cqb._kernel: outcomes must be 2-D"); return -1; }
+    if (probe.ndim != 2) { PyBuffer_Release(&probe); PyErr_SetString(PyExc_ValueError, "cqb.sim._kernel: outcomes must be 2-D"); return -1; }
     self->capacity = probe.shape[1];
     PyBuffer_Release(&probe);
     Py_ssize_t K = self->n_servers, d = self->dim, n = self->capacity;
@@ -237,7 +237,7 @@ static void weighted_gram(const double *x, const double *w, Py_ssize_t n, Py_ssi
 
 static int fail_not_positive_definite(Py_ssize_t server) {
     PyErr_Format(PyExc_ArithmeticError,
-                 "cqb._kernel: server %zd's Hessian or design matrix is not positive definite", server);
+                 "cqb.sim._kernel: server %zd's Hessian or design matrix is not positive definite", server);
     return -1;
 }
 
@@ -312,12 +312,12 @@ static double confidence_width(Core *self, int64_t n_samples, double norm_bound)
 static int update(Core *self, Py_ssize_t k, const double *x, double outcome) {
     Py_ssize_t d = self->dim;
     if (k < 0 || k >= self->n_servers) {
-        PyErr_Format(PyExc_IndexError, "cqb._kernel: server %zd out of range (K = %zd)", k, self->n_servers);
+        PyErr_Format(PyExc_IndexError, "cqb.sim._kernel: server %zd out of range (K = %zd)", k, self->n_servers);
         return -1;
     }
     int64_t n = self->counts[k] + 1;
     if (n > self->capacity) {
-        PyErr_Format(PyExc_IndexError, "cqb._kernel: server %zd has room for %zd samples", k, self->capacity);
+        PyErr_Format(PyExc_IndexError, "cqb.sim._kernel: server %zd has room for %zd samples", k, self->capacity);
         return -1;
     }
     memcpy(self->features + (k * self->capacity + (n - 1)) * d, x, sizeof(double) * (size_t)d);
@@ -354,7 +354,7 @@ static PyObject *core_update(Core *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "ny*d", &k, &x, &outcome)) return NULL;
     if (x.len != self->dim * (Py_ssize_t)sizeof(double) || !PyBuffer_IsContiguous(&x, 'C')) {
         PyBuffer_Release(&x);
-        PyErr_Format(PyExc_ValueError, "cqb._kernel: x must be %zd contiguous float64 values", self->dim);
+        PyErr_Format(PyExc_ValueError, "cqb.sim._kernel: x must be %zd contiguous float64 values", self->dim);
         return NULL;
     }
     int flags = update(self, k, (const double *)x.buf, outcome);
@@ -365,13 +365,13 @@ static PyObject *core_update(Core *self, PyObject *args) {
 
 static PyObject *core_attach_scorer(Core *self, PyObject *args) {
     PyObject *o[5];
-    if (self->has_scorer) { PyErr_SetString(PyExc_RuntimeError, "cqb._kernel: a scorer is attached already"); return NULL; }
+    if (self->has_scorer) { PyErr_SetString(PyExc_RuntimeError, "cqb.sim._kernel: a scorer is attached already"); return NULL; }
     if (!PyArg_ParseTuple(args, "OOOOOd", &o[0], &o[1], &o[2], &o[3], &o[4], &self->bonus_scale)) return NULL;
     Py_buffer probe;
     if (PyObject_GetBuffer(o[0], &probe, PyBUF_ND) < 0) return NULL;
     self->n_contexts = probe.ndim == 2 ? probe.shape[0] : -1;
     PyBuffer_Release(&probe);
-    if (self->n_contexts < 0) { PyErr_SetString(PyExc_ValueError, "cqb._kernel: contexts must be 2-D"); return NULL; }
+    if (self->n_contexts < 0) { PyErr_SetString(PyExc_ValueError, "cqb.sim._kernel: contexts must be 2-D"); return NULL; }
     Py_ssize_t N = self->n_contexts, K = self->n_servers;
     if (!(self->contexts = take(self, o[0], "contexts", N * self->dim, 8, 0))) return NULL;
     if (!(self->means = take(self, o[1], "means", N * K, 8, 1))) return NULL;
@@ -449,12 +449,12 @@ static int dense(Core *self, Py_ssize_t job) {
 
 /* OptimisticScorer.refresh: stale columns of queued jobs, then rows of new arrivals. */
 static int refresh(Core *self, const int64_t *queue, Py_ssize_t length) {
-    if (!self->has_scorer) { PyErr_SetString(PyExc_RuntimeError, "cqb._kernel: no scorer attached"); return -1; }
-    if (length <= 0) { PyErr_SetString(PyExc_ValueError, "cqb._kernel: the queue is empty"); return -1; }
+    if (!self->has_scorer) { PyErr_SetString(PyExc_RuntimeError, "cqb.sim._kernel: no scorer attached"); return -1; }
+    if (length <= 0) { PyErr_SetString(PyExc_ValueError, "cqb.sim._kernel: the queue is empty"); return -1; }
     /* Every id is checked (not only the ends): the loops below index arrays by them. */
     for (Py_ssize_t i = 0; i < length; i++)
         if (queue[i] < 0 || queue[i] >= self->n_contexts) {
-            PyErr_Format(PyExc_IndexError, "cqb._kernel: arrival id %lld out of range (%zd contexts)",
+            PyErr_Format(PyExc_IndexError, "cqb.sim._kernel: arrival id %lld out of range (%zd contexts)",
                          (long long)queue[i], self->n_contexts);
             return -1;
         }
@@ -501,7 +501,7 @@ static int parse_queue(PyObject *obj, Py_buffer *view) {
     if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS) < 0) return -1;
     if (view->itemsize != 8) {
         PyBuffer_Release(view);
-        PyErr_SetString(PyExc_TypeError, "cqb._kernel: the queue must be an int64 array");
+        PyErr_SetString(PyExc_TypeError, "cqb.sim._kernel: the queue must be an int64 array");
         return -1;
     }
     return 0;
@@ -546,9 +546,9 @@ static PyObject *core_update_job(Core *self, PyObject *args) {
     Py_ssize_t job, k;
     double outcome;
     if (!PyArg_ParseTuple(args, "nnd", &job, &k, &outcome)) return NULL;
-    if (!self->has_scorer) { PyErr_SetString(PyExc_RuntimeError, "cqb._kernel: no scorer attached"); return NULL; }
+    if (!self->has_scorer) { PyErr_SetString(PyExc_RuntimeError, "cqb.sim._kernel: no scorer attached"); return NULL; }
     if (job < 0 || job >= self->n_contexts) {
-        PyErr_Format(PyExc_IndexError, "cqb._kernel: job %zd out of range (%zd contexts)", job, self->n_contexts);
+        PyErr_Format(PyExc_IndexError, "cqb.sim._kernel: job %zd out of range (%zd contexts)", job, self->n_contexts);
         return NULL;
     }
     int flags = update(self, k, self->contexts + job * self->dim, outcome);
@@ -581,7 +581,7 @@ static PyGetSetDef core_getset[] = {
 
 static PyTypeObject CoreType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "cqb._kernel.Core",
+    .tp_name = "cqb.sim._kernel.Core",
     .tp_basicsize = sizeof(Core),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "In-place compiled updates of a LogisticEstimator's (and its scorer's) arrays.",
@@ -593,7 +593,7 @@ static PyTypeObject CoreType = {
 };
 
 static struct PyModuleDef kernel_module = {
-    PyModuleDef_HEAD_INIT, "cqb._kernel", "Compiled per-round work of the CQB policies.", -1, NULL,
+    PyModuleDef_HEAD_INIT, "cqb.sim._kernel", "Compiled per-round work of the CQB policies.", -1, NULL,
     NULL, NULL, NULL, NULL,
 };
 

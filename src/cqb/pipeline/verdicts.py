@@ -1,6 +1,6 @@
 """The config side of the verdicts: claim specs, tuning set-up and checks.
 
-Pure functions of the validated config and the plan (:mod:`cqb.experiments`),
+Pure functions of the validated config and the plan (:mod:`cqb.pipeline.experiments`),
 so the workflow's rules stay thin and the checks are tested without Snakemake.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .claims import ClaimSpec
+from ..analysis.claims import ClaimSpec
 from .config_schema import SWEPT_INSTANCE_KEYS
 from .experiments import ConfigError, config_error, format_value, resolve_label
 

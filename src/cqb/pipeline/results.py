@@ -53,7 +53,7 @@ def _fmt(value: float, digits: int = 3) -> str:
 
 def results_summary(curves: dict[str, pd.DataFrame], display_names: dict, descriptions: dict) -> str:
     """Markdown: per experiment, one row per curve with its final regret,
-    median, tail regret and stalled runs (from :func:`cqb.summaries.curve_summaries`)."""
+    median, tail regret and stalled runs (from :func:`cqb.analysis.summaries.curve_summaries`)."""
     lines = []
     for experiment, table in curves.items():
         lines += [f"**{experiment}** — {descriptions.get(experiment, '')}", "",

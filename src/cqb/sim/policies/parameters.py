@@ -54,7 +54,7 @@ class EstimatorParams:
     newton_max_iter: int = 25
     refit_growth: float = 0.2
     refit_min_samples: int = 10
-    # "compiled" (C, cqb/_kernel.c) or "numpy" (the reference implementation):
+    # "compiled" (C, cqb/sim/_kernel.c) or "numpy" (the reference implementation):
     # the same arithmetic, results equal up to rounding (docs/benchmarks.md)
     kernel: str = "compiled"
 

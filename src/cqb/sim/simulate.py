@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field, is_dataclass
 
 import numpy as np
 
-from . import __version__
+from .. import __version__
 from .instances import Instance, check_positive_int, instance_from_spec
 from .policies import PolicyEnv, get_spec, make_policy
 from .rng import check_seed, stream

@@ -22,7 +22,7 @@ def logistic(z):
     return 0.5 * (1.0 + np.tanh(0.5 * np.asarray(z, dtype=np.float64)))
 
 DESIGN_REGS = ("kappa", "plain")
-# "compiled": the per-round work in C (cqb/_kernel.c); "numpy": the reference
+# "compiled": the per-round work in C (cqb/sim/_kernel.c); "numpy": the reference
 # implementation in numpy, which the tests compare it with every round
 KERNELS = ("compiled", "numpy")
 
@@ -245,11 +245,11 @@ class LogisticEstimator:
         return logistic(contexts @ self.theta[server])
 
 
-_REFITTED, _OUTSIDE_BALL = 1, 2  # the flags of cqb._kernel.Core.update
+_REFITTED, _OUTSIDE_BALL = 1, 2  # the flags of cqb.sim._kernel.Core.update
 
 
 def compiled_kernel():
-    """The module cqb._kernel, checked to be built from the _kernel.c beside it
+    """The module cqb.sim._kernel, checked to be built from the _kernel.c beside it
     (the file the code hash covers): a stale build would run other code than
     the runs record."""
     global _KERNEL
@@ -257,14 +257,14 @@ def compiled_kernel():
         try:
             from . import _kernel
         except ImportError as error:  # a source checkout that was never installed
-            raise ImportError("cqb._kernel is not built: run `pip install -e .` (needs a C compiler), "
+            raise ImportError("cqb.sim._kernel is not built: run `pip install -e .` (needs a C compiler), "
                               "or use the policy parameter kernel: numpy") from error
         import hashlib
         from pathlib import Path
 
         source = Path(__file__).with_name("_kernel.c")
         if getattr(_kernel, "SOURCE_HASH", None) != hashlib.sha256(source.read_bytes()).hexdigest():
-            raise ImportError(f"cqb._kernel was built from another version of {source}: "
+            raise ImportError(f"cqb.sim._kernel was built from another version of {source}: "
                               "rebuild it with `pip install -e .`")
         _KERNEL = _kernel
     return _KERNEL

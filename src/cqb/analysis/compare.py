@@ -11,7 +11,7 @@ moved a run to another label — and reports per (instance, horizon, run label
 of the new tree): how many runs took the very same queue path, the round at
 which the others first parted, and the mean tail regret (Q − Q* over the last
 10 % of rounds, or of the final phase of a policy with a cutoff: the
-pipeline's own summary, cqb.summaries.run_summary) on either side. With two claims tables it also lists every
+pipeline's own summary, cqb.analysis.summaries.run_summary) on either side. With two claims tables it also lists every
 claim whose verdict changed.
 """
 
@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .io import load_run
+from ..sim.runfile import load_run
 from .summaries import SummarySettings, final_phase_start, run_summary
 
 

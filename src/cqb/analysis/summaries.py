@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..dataclass_schema import parameter_fields
 from .aggregate import Curve, load_curve_runs
 
 
@@ -55,8 +56,6 @@ INSTANCE_COLUMNS = ("theta_redraws", "theta_max_norm", "accept_rate", "measured_
 def summaries_schema() -> dict:
     """The config schema of ``summaries``, generated from SummarySettings
     (types and defaults), so the dataclass is the one source of both."""
-    from .config_schema import parameter_fields
-
     properties = {}
     for key, (schema, default) in parameter_fields(SummarySettings).items():
         properties[key] = dict(schema, default=default)

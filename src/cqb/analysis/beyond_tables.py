@@ -1,7 +1,7 @@
 """Markdown tables of the 'Beyond the paper' numbers, read off the pipeline's
 tables (for docs/beyond.md):
 
-    cqb tables [results_dir] [figures_dir]      (or python -m cqb.beyond_tables)
+    cqb tables [results_dir] [figures_dir]      (or python -m cqb.analysis.beyond_tables)
 """
 
 import sys
@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from .aggregate import read_table
-from .policies import DISPLAY_NAMES
+from ..sim.policies import DISPLAY_NAMES
 
 
 def markdown(frame):
@@ -24,7 +24,7 @@ def main(results="results", figures="figures"):
     slopes = pd.read_csv(Path(results, "aggregate", "regret_slopes.tsv"), sep="\t",
                          keep_default_na=False, na_values=["nan"])
     print("Fitted slopes of log R on log T, R the mean tail regret of the runs that did not stall "
-          "(95% seed-bootstrap interval; cqb.rates):\n")
+          "(95% seed-bootstrap interval; cqb.analysis.rates):\n")
     print(markdown(pd.DataFrame({
         "experiment": slopes["experiment"],
         "policy": [DISPLAY_NAMES.get(p, p) for p in slopes["policy"]],

@@ -5,7 +5,7 @@ A *cell* is one (dataset, column) of the grid: an ordinary experiment of
 config/config.yaml (``<dataset>_<column>``; the column ``default`` is the
 Figure 4 experiment ``<dataset>``) with a ``best`` claim on CQB-ε in the
 ``claims`` list. Its verdict is that claim's, computed by
-:func:`cqb.claims.check_best` on the experiment's per-run summaries; beside it
+:func:`cqb.analysis.claims.check_best` on the experiment's per-run summaries; beside it
 the instance's measured slack, κ and S (from the pool's report.json; for a
 bound per server, the range min_k–max_k of S_k = ‖θ*_k‖) and, per
 policy, the mean final queue, the mean regret and the stalled runs.
@@ -19,11 +19,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
+from ..errors import ConfigError
 from .claims import FAILS, HOLDS, INCONCLUSIVE, ClaimSpec, check_best
-from .experiments import ConfigError
 
 NOT_RUN = "not run"
 DATASET_NAMES = {"mnist": "MNIST", "heart_disease": "Heart Disease", "coupon": "Coupon"}
@@ -151,64 +150,13 @@ def cell_summary(table: pd.DataFrame) -> pd.DataFrame:
                                            "n_stalled": "eps_stalled"}), on=["dataset", "column"])
 
 
-VERDICT_COLOURS = {HOLDS: "#5aae61", FAILS: "#d6604d", INCONCLUSIVE: "#f4c542", NOT_RUN: "#ffffff"}
-
-
-def plot_grid(table: pd.DataFrame, datasets: Sequence[str], columns: Sequence[Mapping], title: str,
-              pdf_path, png_path) -> None:
-    """Datasets × columns; colour = verdict; text = CQB-ε's rank, the decisive
-    difference, the slack and S."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.patches import Patch
-
-    from .plotting import save_figure
-
-    cells = cell_summary(table).set_index(["dataset", "column"])
-    fig, ax = plt.subplots(figsize=(1.35 * len(columns) + 1.6, 1.45 * len(datasets) + 1.6))
-    for i, dataset in enumerate(datasets):
-        for j, column in enumerate(columns):
-            key = (dataset, column["name"])
-            verdict = cells.loc[key, "verdict"] if key in cells.index else NOT_RUN
-            ax.add_patch(plt.Rectangle((j, i), 1, 1, facecolor=VERDICT_COLOURS[verdict],
-                                       edgecolor="#444444", hatch="//" if verdict == NOT_RUN else None,
-                                       linewidth=0.6))
-            if key in cells.index:
-                c = cells.loc[key]
-                text = (f"rank {c['eps_rank']}/{c['n_policies']}\n"
-                        f"Δ {c['value']:.2g}\n[{c['ci_low']:.2g}, {c['ci_high']:.2g}]\n"
-                        f"slack {c['slack']:.3f}\nS {norm_bound_text(c)}")
-                ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=6.5)
-            else:
-                ax.text(j + 0.5, i + 0.5, "not run", ha="center", va="center", fontsize=6.5,
-                        color="#777777", bbox={"facecolor": "white", "edgecolor": "none", "pad": 1})
-    ax.set_xlim(0, len(columns))
-    ax.set_ylim(len(datasets), 0)
-    ax.set_xticks(np.arange(len(columns)) + 0.5)
-    ax.set_xticklabels([f"{c['label']}\n({c['choice']})" for c in columns], rotation=40, ha="right",
-                       fontsize=7)
-    ax.set_yticks(np.arange(len(datasets)) + 0.5)
-    ax.set_yticklabels([DATASET_NAMES.get(d, d) for d in datasets], fontsize=8)
-    ax.tick_params(length=0)
-    ax.set_title(title + "\nΔ: paired mean regret of the decisive other policy − CQB-ε "
-                 "(> 0: CQB-ε better), bootstrap 95% interval", fontsize=8.5)
-    ax.legend(handles=[Patch(facecolor=VERDICT_COLOURS[v], edgecolor="#444444", label=v,
-                             hatch="//" if v == NOT_RUN else None) for v in VERDICT_COLOURS],
-              loc="upper center", bbox_to_anchor=(0.5, -0.32 if len(columns) > 1 else -0.2), ncol=4,
-              fontsize=7, frameon=False)
-    fig.tight_layout()
-    save_figure(fig, pdf_path, png_path, dpi=150)
-
-
 def render_summary(table: pd.DataFrame, datasets: Sequence[str], columns: Sequence[Mapping],
                    source: str = "figures/fig7.tsv") -> str:
     """The README paragraph and per-cell lines, every number from ``table``."""
     cells = cell_summary(table)
     counts = {v: int((cells["verdict"] == v).sum()) for v in (HOLDS, FAILS, INCONCLUSIVE)}
     label = {c["name"]: c["label"] for c in columns}
-    lines = [f"<!-- rendered by the fig7 rule (cqb.sensitivity.render_summary) from {source}; "
+    lines = [f"<!-- rendered by the fig7 rule (cqb.analysis.sensitivity.render_summary) from {source}; "
              "do not edit by hand -->",
              f"Of {len(cells)} (dataset, construction) cells run, the claim \"CQB-ε performs best\" "
              f"**holds in {counts[HOLDS]}**, **does not hold in {counts[FAILS]}** and is "

@@ -1,7 +1,7 @@
 """The experiment model: from the validated config to runs, curves and figures.
 
 The workflow (``workflow/rules/common.smk``) calls
-:func:`cqb.config_schema.validate_config` and :func:`build_plan` once at parse time; everything here is a pure function of
+:func:`cqb.pipeline.config_schema.validate_config` and :func:`build_plan` once at parse time; everything here is a pure function of
 the config dict, so it is tested without Snakemake (tests/test_experiments.py).
 
 * A :class:`Run` is one (instance, horizon, policy label) with its seeds: one
@@ -9,10 +9,10 @@ the config dict, so it is tested without Snakemake (tests/test_experiments.py).
 * A :class:`Curve` is one line of an experiment's table: a policy label at one
   sweep value, over its seeds.
 * A :class:`FigureSpec` says which curves each panel of a figure draws, with
-  their legends; :mod:`cqb.plotting` draws it from the aggregate tables.
+  their legends; :mod:`cqb.figures.plotting` draws it from the aggregate tables.
 
 Policy parameters have one source of truth, the registry's parameter
-dataclasses: :mod:`cqb.config_schema` derives their part of the config schema
+dataclasses: :mod:`cqb.pipeline.config_schema` derives their part of the config schema
 (types from the annotations), and their values are checked by the dataclass
 itself (``resolve_params``) when the runs are built.
 
@@ -25,7 +25,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from .config_schema import SWEPT_INSTANCE_KEYS, ConfigError, _registry, config_error, parameter_fields
+from ..dataclass_schema import parameter_fields
+from ..errors import ConfigError, config_error
+from .config_schema import SWEPT_INSTANCE_KEYS, _registry
 
 
 # ---------------------------------------------------------------- names
@@ -196,7 +198,7 @@ def check_values(policy: str, params: dict, instance: Mapping, horizon: int, key
     """The policy's dataclass checks the values, with the run's K, d, T, λ and ϵ
     (a pool instance's K and d are known only once its file is built: 1 here,
     which no parameter check depends on; its slack is unknown, as in a run)."""
-    from .policies import PolicyEnv, resolve_params
+    from ..sim.policies import PolicyEnv, resolve_params
 
     synthetic = instance["kind"] == "synthetic"
     n_servers = instance.get("n_servers", 1)

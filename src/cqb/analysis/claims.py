@@ -1,7 +1,7 @@
 """The paper's stated outcomes (and our own findings) as checks with a verdict.
 
 Each claim is evaluated on the per-run summary tables of the experiments
-(:mod:`cqb.summaries`): one number per run, so that policies and sweep values
+(:mod:`cqb.analysis.summaries`): one number per run, so that policies and sweep values
 can be paired by seed. Within a seed every policy plays the same arrivals,
 contexts and service uniforms (common random numbers); across the values of an
 instance sweep (K, d, ϵ) a seed keeps its arrival and service uniforms but

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .io import atomic_write, load_run
+from ..sim.runfile import atomic_write, load_run
 
 KEY_COLUMNS = ("policy", "sweep_param", "sweep_value", "t")
 STAT_COLUMNS = (
@@ -122,7 +122,7 @@ def write_table(table: pd.DataFrame, path: str | Path, float_format: str = DEFAU
 
 def atomic_write_text(path: str | Path, text: str) -> None:
     """Write a generated text output (Markdown, JSON) atomically, UTF-8.
-    (Here rather than in cqb.io, whose bytes are part of the simulation code hash.)"""
+    (Here rather than in cqb.sim.runfile, whose bytes are part of the simulation code hash.)"""
     with atomic_write(path) as temporary:
         Path(temporary).write_text(text, encoding="utf-8")
 

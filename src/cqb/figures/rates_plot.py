@@ -1,4 +1,4 @@
-"""Figure 5 and its rendered summary, from the tables of :mod:`cqb.rates` only."""
+"""Figure 5 and its rendered summary, from the tables of :mod:`cqb.analysis.rates` only."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from .rates import REFERENCE_RATES, RESOLVED_HALF_WIDTH, reference_curve
+from ..analysis.rates import REFERENCE_RATES, RESOLVED_HALF_WIDTH, reference_curve
 
 
 def _fmt(value: float, digits: int = 2) -> str:
