@@ -1,6 +1,6 @@
 # Config loading and thin input functions. The experiment model (runs,
 # curves, figure specs) is the package's: cqb.pipeline.experiments, tested without
-# Snakemake in tests/test_experiments.py.
+# Snakemake in tests/test_pipeline_experiments.py.
 
 import json
 import re

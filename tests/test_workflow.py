@@ -73,7 +73,7 @@ def test_dry_run_of_full_config_builds_every_figure(tmp_path):
     # fig6: CQB-Opt and CQB-ε × 4×10 (c_β ≠ 0.03; the oracle and c_β = 0.03 are the base runs);
     # fig5: 3 policies × (40 + 20 + 10 + 10 + 20) base − the 2×10 base runs at T = 5000,
     # and 3 × (30 + 10 + 10 + 10 + 20) at K = 9; fig4: 3×8×10; tuning 7×5×30 and the
-    # stall check 5×200; Figure 7's cells 1880 (as in tests/test_experiments.py)
+    # stall check 5×200; Figure 7's cells 1880 (as in tests/test_pipeline_experiments.py)
     assert "rule fig5:" in output and "rule regret_rates:" in output
     assert n_simulate == 240 + 80 + (3 * 100 - 20) + 3 * 80 + 240 + 7 * 5 * 30 + 5 * 200 + 1880
 

@@ -5,7 +5,7 @@ applied to a scratch copy of ``src/`` (never this checkout: a running pipeline
 would pick the mutant up), compiled there, and the kernel's tests run on it.
 A mutant that no test kills is reported; it means a test is missing.
 
-Usage: python scripts/kernel_mutants.py [--keep]      (from the repository root)
+Usage: python tools/kernel_mutants.py [--keep]      (from the repository root)
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-TESTS = ["tests/test_kernel.py", "tests/test_index_cache.py", "tests/test_estimation.py"]
+TESTS = ["tests/test_sim_kernel.py", "tests/test_sim_optimistic.py", "tests/test_sim_estimation.py"]
 
 # (what the slip is, the exact source text, its replacement)
 MUTANTS = [
@@ -84,7 +84,7 @@ def main(argv=None) -> int:
         for name in ("setup.py", "pyproject.toml", "README.md"):  # what setup.py reads
             shutil.copy2(REPO / name, scratch / name)
         shutil.copytree(REPO / "tests", scratch / "tests", ignore=shutil.ignore_patterns("__pycache__"))
-        source = scratch / "src" / "cqb" / "_kernel.c"
+        source = scratch / "src" / "cqb" / "sim" / "_kernel.c"
         pristine = source.read_text()
         env = {"PYTHONPATH": str(scratch / "src"), "PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1",
                "OPENBLAS_NUM_THREADS": "1"}
