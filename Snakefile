@@ -21,7 +21,7 @@ include: "workflow/rules/common.smk"
 
 
 # Validate the config and expand it into runs, curves and figure specs (a bad
-# value stops here, named); see cqb.experiments.
+# value stops here, named); see cqb.pipeline.experiments.
 PLAN = load_config()
 # The real-data settings live in their own file under the key `data`; loaded
 # here rather than with a second `configfile:` so that values given with

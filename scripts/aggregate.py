@@ -3,16 +3,16 @@ its per-run summaries and its per-curve summaries (stalled runs included)."""
 
 import sys
 
-from cqb.aggregate import aggregate_curves, write_table
-from cqb.summaries import SummarySettings, curve_summaries, summarise_curves
+from cqb.analysis.aggregate import aggregate_curves, write_table
+from cqb.analysis.summaries import SummarySettings, curve_summaries, summarise_curves
 
 
 def main(smk):
     with open(smk.log[0], "w") as log:
-        curves = smk.params.curves  # cqb.aggregate.Curve, in config order
+        curves = smk.params.curves  # cqb.analysis.aggregate.Curve, in config order
         try:
             table = aggregate_curves(curves, ddof=smk.params.ddof)
-        except ValueError as error:  # a bad run file (cqb.aggregate.read_run_file): one line, no traceback
+        except ValueError as error:  # a bad run file (cqb.analysis.aggregate.read_run_file): one line, no traceback
             print(f"aggregate: {error}", file=log)
             sys.exit(f"aggregate: {error}")
         write_table(table, smk.output.table, smk.params.float_format)

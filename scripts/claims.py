@@ -6,13 +6,13 @@ import json
 import pandas as pd
 
 from cqb import __version__
-from cqb.aggregate import write_table
-from cqb.claims import HOLDS, FAILS, claims_markdown, evaluate_claims
-from cqb.code_hash import simulation_code_hash
-from cqb.aggregate import atomic_write_text
-from cqb.results import markdown_table, provenance, provenance_line, results_summary
-from cqb.summaries import instance_statistics, read_curves_table, read_runs_table
-from cqb.tuning import mismatches
+from cqb.analysis.aggregate import write_table
+from cqb.analysis.claims import HOLDS, FAILS, claims_markdown, evaluate_claims
+from cqb.sim.code_hash import simulation_code_hash
+from cqb.analysis.aggregate import atomic_write_text
+from cqb.pipeline.results import markdown_table, provenance, provenance_line, results_summary
+from cqb.analysis.summaries import instance_statistics, read_curves_table, read_runs_table
+from cqb.analysis.tuning import mismatches
 
 
 def tuning_row(choices_path, configured):

@@ -1,8 +1,8 @@
 """Snakemake script of a figure rule: the figure (pdf, png) and its data table."""
 
-from cqb.aggregate import read_table
-from cqb.plotting import make_figure
-from cqb.summaries import read_curves_table
+from cqb.analysis.aggregate import read_table
+from cqb.figures.plotting import make_figure
+from cqb.analysis.summaries import read_curves_table
 
 
 def main(smk):

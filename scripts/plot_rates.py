@@ -3,12 +3,12 @@ experiment), its data table, the slope table and the rendered summary."""
 
 import pandas as pd
 
-from cqb.aggregate import write_table
-from cqb.aggregate import atomic_write_text
-from cqb.plotting import POLICY_COLOURS, save_figure
+from cqb.analysis.aggregate import write_table
+from cqb.analysis.aggregate import atomic_write_text
+from cqb.figures.plotting import POLICY_COLOURS, save_figure
 from cqb.policies import DISPLAY_NAMES
-from cqb.rates import rates_figure_table
-from cqb.rates_plot import plot_rates, rates_summary_markdown
+from cqb.analysis.rates import rates_figure_table
+from cqb.figures.rates_plot import plot_rates, rates_summary_markdown
 
 
 def read(path):

@@ -1,4 +1,4 @@
-"""Snakemake script: Figure 7 (cqb.sensitivity) — the verdict grid, its table and
+"""Snakemake script: Figure 7 (cqb.analysis.sensitivity) — the verdict grid, its table and
 the rendered summary (figures/fig7.md, copied into docs/real_data_sensitivity.md).
 
 input.runs: the {experiment}.runs.tsv of every cell, in the order of params.cells;
@@ -8,10 +8,11 @@ slack_margin, title, float_format.
 
 import logging
 
-from cqb.aggregate import atomic_write_text
-from cqb.io import atomic_write
-from cqb.sensitivity import load_report, plot_grid, render_summary, sensitivity_table
-from cqb.summaries import read_runs_table
+from cqb.analysis.aggregate import atomic_write_text
+from cqb.analysis.sensitivity import load_report, render_summary, sensitivity_table
+from cqb.analysis.summaries import read_runs_table
+from cqb.figures.sensitivity_plot import plot_grid
+from cqb.sim.runfile import atomic_write
 
 smk = snakemake  # noqa: F821 (injected by Snakemake)
 logging.basicConfig(filename=smk.log[0], level=logging.INFO, format="%(asctime)s %(message)s")

@@ -1,4 +1,4 @@
-"""Snakemake script of rule `regret_rates`: per-run summaries (cqb.summaries),
+"""Snakemake script of rule `regret_rates`: per-run summaries (cqb.analysis.summaries),
 per (experiment, policy, T) the converged mean tail regret with its interval
 and stall count, and per (experiment, policy) the log–log slope."""
 
@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pandas as pd
 
-from cqb.aggregate import write_table
-from cqb.rates import rate_run_rows, rate_tables
-from cqb.summaries import SummarySettings, final_phase_start
+from cqb.analysis.aggregate import write_table
+from cqb.analysis.rates import rate_run_rows, rate_tables
+from cqb.analysis.summaries import SummarySettings, final_phase_start
 
 
 def queues(runs, files):

@@ -5,10 +5,11 @@ import sys
 
 import pandas as pd
 
-from cqb.aggregate import write_table
-from cqb.plotting import save_figure
-from cqb.summaries import read_runs_table
-from cqb.tuning import choices, mismatches, plot_tuning, tuning_table
+from cqb.analysis.aggregate import write_table
+from cqb.figures.plotting import save_figure
+from cqb.analysis.summaries import read_runs_table
+from cqb.analysis.tuning import choices, mismatches, tuning_table
+from cqb.figures.tuning_plot import plot_tuning
 
 
 def main(smk):

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cqb.io import save_run
-from cqb.simulate import RunResult
+from cqb.sim.runfile import save_run
+from cqb.sim.simulate import RunResult
 
 REPO = Path(__file__).resolve().parent.parent
 # What a run of the pipeline needs besides the installed package.
@@ -89,7 +89,7 @@ def installed_plugin(tmp_path, monkeypatch) -> str:
     whose entry_points.txt names its module, on sys.path) and loaded by the
     registry's own discovery, as in a user's environment after `cqb policies`.
     Yields its policy's name."""
-    from cqb.policies import registry
+    from cqb.sim.policies import registry
 
     module = "cqb_test_installed_plugin"
     site = tmp_path / "site-packages"
@@ -126,7 +126,7 @@ def builtin_policies_only(request, monkeypatch):
     counts them: whatever plugins this environment has installed (the README
     tells users to add their own) are left out until the test ends. Each such
     test also runs with a plugin installed and already loaded."""
-    from cqb.policies import registry
+    from cqb.sim.policies import registry
 
     if request.param == "a plugin installed and loaded":
         request.getfixturevalue("installed_plugin")

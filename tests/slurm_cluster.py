@@ -1,6 +1,6 @@
 """Start and stop a throwaway single-node Slurm cluster on this machine.
 
-Used by ``tests/test_slurm.py``; also runnable by hand::
+Used by ``tests/test_workflow_slurm.py``; also runnable by hand::
 
     python tests/slurm_cluster.py            # starts, prints the env to use, waits for Ctrl-C
 

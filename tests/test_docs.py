@@ -3,7 +3,7 @@
 from conftest import REPO
 from cqb.cli import policy_defaults_markdown
 from cqb.policies import policy_parameters, registered_policies
-from cqb.results import generated_block
+from cqb.pipeline.results import generated_block
 
 
 def test_architecture_lists_the_dataclass_defaults(builtin_policies_only):
@@ -24,7 +24,7 @@ def test_defaults_table_has_a_row_per_parameter_with_its_value():
 
 
 def test_verdicts_page_states_the_summary_settings_the_package_uses():
-    from cqb.summaries import SummarySettings
+    from cqb.analysis.summaries import SummarySettings
 
     text = (REPO / "docs" / "verdicts.md").read_text()
     settings = SummarySettings()

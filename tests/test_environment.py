@@ -16,7 +16,7 @@ from packaging.requirements import Requirement
 from conftest import REPO
 
 # Entries that are not packages of the pipeline (the interpreter, the installer, the
-# project itself, the C compiler that builds cqb._kernel: pip users have the system's).
+# project itself, the C compiler that builds cqb.sim._kernel: pip users have the system's).
 NOT_PACKAGES = {"python", "pip", "-e .", "c-compiler"}
 
 
@@ -270,7 +270,7 @@ def test_import_scan_follows_the_package():
 @pytest.mark.parametrize("shell, expected", [
     ("cqb run --instance {params.instance:q} --out {output:q}", "src/cqb/cli.py"),
     ("{params.python} scripts/simulate.py --out {output:q}", "scripts/simulate.py"),
-    ("python -m cqb.aggregate {input:q} > {output:q}", "src/cqb/aggregate.py"),
+    ("python -m cqb.analysis.aggregate {input:q} > {output:q}", "src/cqb/analysis/aggregate.py"),
 ])
 def test_shell_commands_are_traced_to_their_code(shell, expected):
     rule = {"name": "example", "script": [], "shell": shell}

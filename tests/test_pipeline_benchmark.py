@@ -8,7 +8,7 @@ import sys
 import pandas as pd
 
 from cqb.pipeline_benchmark import benchmark_config, parse_variant, run_split
-from cqb.results import TIMING_COLUMNS, time_command
+from cqb.pipeline.results import TIMING_COLUMNS, time_command
 
 
 def test_time_records_the_cpu_of_the_command_and_its_children(tmp_path):

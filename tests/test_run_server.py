@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cqb import run_server
-from cqb.cli import RUN_SERVER_VARIABLE
+from cqb import run_client as run_server
+from cqb.run_client import RUN_SERVER_VARIABLE
 
 pytestmark = pytest.mark.skipif(not (hasattr(__import__("socket"), "send_fds") and Path("/proc/self/stat").exists()),
                                 reason="the run server's tests need socket.send_fds and /proc")
@@ -134,7 +134,7 @@ def test_without_a_server_the_job_runs_in_its_own_process(tmp_path):
 
 
 def test_the_server_stops_when_the_process_that_started_it_is_gone(tmp_path):
-    script = ("import os, sys, time; from cqb import run_server; server = run_server.start(); "
+    script = ("import os, sys, time; from cqb import run_client; server = run_client.start(); "
               "print(server.pid, os.environ['CQB_RUN_SERVER'], flush=True); os._exit(0)")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     pid, socket_path = done.stdout.split()

@@ -1,10 +1,12 @@
-"""Contextual queueing bandits: simulator, estimators and policies."""
+"""Contextual queueing bandits: simulator, estimators and policies.
 
+Subpackages, each importing only from those before it (tests/test_layers.py):
+``sim`` (the simulation core, all of it under the code hash), ``analysis``
+(run files → statistics and verdicts), ``data`` (datasets → pool instances),
+``pipeline`` (the config model the workflow runs), ``figures`` (plots); on top
+the command line (``cli``) and ``benchmark``. docs/architecture.md draws it.
+"""
+
+# Recorded in every run file's metadata; not part of the code hash (it changes
+# no number a run computes).
 __version__ = "0.1.0"
-
-
-def code_hash() -> str:
-    """A short hash of the simulation code (see :mod:`cqb.code_hash`)."""
-    from .code_hash import simulation_code_hash
-
-    return simulation_code_hash()

@@ -32,10 +32,10 @@ from pathlib import Path
 import numpy as np
 
 from . import __version__
-from .instances import instance_from_spec, pool_instance
-from .policies import PolicyEnv, make_policy, registered_policies
-from .rng import stream
-from .simulate import draw_trace, play
+from .sim.instances import instance_from_spec, pool_instance
+from .sim.policies import PolicyEnv, make_policy, registered_policies
+from .sim.rng import stream
+from .sim.simulate import draw_trace, play
 
 BASE = {"kind": "synthetic", "n_servers": 5, "dim": 5, "arrival_rate": 0.7, "slack": 0.1}
 
@@ -63,7 +63,7 @@ KERNELS = ("numpy", "compiled")  # the reference first: the old path, kept calla
 
 
 def has_kernels(policy: str) -> bool:
-    from .policies import policy_parameters
+    from .sim.policies import policy_parameters
 
     return "kernel" in policy_parameters(policy)
 
@@ -135,7 +135,7 @@ def seeds_table(repeats: int, seeds=range(5), horizon=5000, params: dict | None 
 
 
 def _projections(instance, trace, kernel, seed, params=None):
-    from .simulate import policy_env, run_policy
+    from .sim.simulate import policy_env, run_policy
 
     horizon = trace.arrivals.shape[0]
     policy, _ = make_policy("cqb_opt", policy_env(instance, horizon), trace.contexts, stream(seed, "policy"),
@@ -163,14 +163,14 @@ def startup_times(sources: dict[str, Path], runs: int = 20, out_dir: Path | None
     Per label: "process" (seconds from spawning to exit), "cpu" (its user +
     system CPU seconds, less sensitive to the machine's load) and "loop_start"
     (seconds from spawning to the start of the first simulation loop, from the
-    CQB_REPORT_LOOP_START probe of cqb.simulate.run_policy; empty when that
+    CQB_REPORT_LOOP_START probe of cqb.sim.simulate.run_policy; empty when that
     source has no probe). One untimed run per source first writes its bytecode
     caches, as a pipeline job finds them; PYTHONDONTWRITEBYTECODE is dropped
     for that reason. With ``server_socket`` (a running cqb.run_server), the
     last source is timed a second time as a job the server forks (label
     FORKED; its CPU is the job's process plus the forked run's own)."""
-    from .cli import OWN_CPU, RUN_SERVER_VARIABLE
-    from .simulate import LOOP_START_PROBE
+    from .run_client import OWN_CPU, RUN_SERVER_VARIABLE
+    from .sim.simulate import LOOP_START_PROBE
 
     labels = list(sources) + ([FORKED] if server_socket else [])
     times = {label: {"process": [], "cpu": [], "loop_start": []} for label in labels}
@@ -235,9 +235,9 @@ def startup_main(args) -> str:
     sources = {"this checkout": Path(__file__).resolve().parents[1]}
     if args.startup_baseline:
         sources = {f"baseline {args.startup_baseline}": Path(args.startup_baseline), **sources}
-    from . import run_server
+    from . import run_client
 
-    server = run_server.start()  # as the workflow starts it; None where it cannot run
+    server = run_client.start()  # as the workflow starts it; None where it cannot run
     load_before = os.getloadavg()
     try:
         times = startup_times(sources, args.startup_runs, server_socket=server and server.socket_path)
@@ -249,7 +249,7 @@ def startup_main(args) -> str:
 
 def main(args=None):
     if args is None:
-        from .cli import add_benchmark_arguments
+        from .benchmark_options import add_benchmark_arguments
 
         parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
         add_benchmark_arguments(parser)

@@ -20,12 +20,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 import time
 from pathlib import Path
 
 from . import __version__
+from .run_client import RUN_SERVER_VARIABLE
 
 # Start-up of a `cqb run` job (docs/benchmarks.md, "Job start-up"): this module
 # imports only the standard library; numpy, the policies and the rest load in
@@ -34,11 +34,6 @@ from . import __version__
 # Read by the BLAS library numpy loads, when it loads it: OpenBLAS (numpy's
 # wheels), MKL and BLIS, the BLAS libraries of threadpoolctl's user_api="blas".
 BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
-# The socket of the workflow's run server, when one runs (cqb.run_server).
-RUN_SERVER_VARIABLE = "CQB_RUN_SERVER"
-# The CPU seconds a run's process spent, in the last line of `cqb run`
-# (a forked run's own: the benchmarks read it from the job logs).
-OWN_CPU = re.compile(r"\(([0-9.]+) s CPU in this process\)")
 
 
 _blas_pinned = False
@@ -76,7 +71,7 @@ def _parse_settings(items: list[str]) -> dict:
 
 
 def _policy_listing() -> str:
-    from .policies import policy_parameters, registered_policies
+    from .sim.policies import policy_parameters, registered_policies
 
     lines = []
     for name, spec in registered_policies().items():
@@ -88,7 +83,7 @@ def _policy_listing() -> str:
 
 def policy_defaults_markdown() -> str:
     """Every policy's parameters with their defaults, as a Markdown table."""
-    from .policies import policy_parameters, registered_policies
+    from .sim.policies import policy_parameters, registered_policies
 
     lines = ["| policy | parameter | default |", "| --- | --- | --- |"]
     for name in registered_policies():
@@ -144,6 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the simulation code hash the caller scheduled the run with (recorded)")
     run.add_argument("--out", required=True, help="output .npz (written atomically)")
 
+    from .benchmark_options import add_benchmark_arguments
+
     add_benchmark_arguments(commands.add_parser("benchmark", help="time the simulation core (not a test)"))
     tables = commands.add_parser("tables", help="Markdown tables of docs/beyond.md from the pipeline's tables")
     tables.add_argument("results", nargs="?", default="results")
@@ -154,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     publish.add_argument("--dest", default="docs/results")
     publish.add_argument("--readme", default="README.md")
     compare = commands.add_parser(
-        "compare", help="pair two trees of run files by path and report what changed (cqb.compare)")
+        "compare", help="pair two trees of run files by path and report what changed (cqb.analysis.compare)")
     compare.add_argument("old", help="the old runs folder (e.g. a copy of results/runs)")
     compare.add_argument("new", help="the new runs folder")
     compare.add_argument("--old-claims", help="the old claims table (claims.tsv)")
@@ -165,37 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     timed.add_argument("--label", required=True, help="what was run, in words")
     timed.add_argument("--table", default="docs/results/timings.tsv")
     timed.add_argument("cmd", nargs=argparse.REMAINDER, help="-- the command")
-    serve = commands.add_parser(
-        "serve", help="fork server for the workflow's `cqb run` jobs (started by the workflow; cqb.run_server)")
-    serve.add_argument("--socket", required=True, help="the Unix socket to listen on")
-    serve.add_argument("--parent", type=int, help="stop when this process is gone")
-    serve.add_argument("--ready-fd", type=int, help="write 'ready' to this file descriptor once listening")
     return parser
-
-
-def add_benchmark_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of `cqb benchmark`, also of `python -m cqb.benchmark` (here,
-    not in cqb.benchmark, which imports numpy: building the parser must not)."""
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--out", help="write the Markdown tables here as well")
-    parser.add_argument("--startup", action="store_true",
-                        help="time a `cqb run` job's start-up instead (docs/benchmarks.md)")
-    parser.add_argument("--startup-runs", type=int, default=20, help="runs per source (default 20)")
-    parser.add_argument("--startup-baseline", metavar="SRC",
-                        help="another checkout's src/ directory, timed beside this one")
-    parser.add_argument("--pipeline", action="store_true",
-                        help="time trivial jobs through the real workflow instead (cqb.pipeline_benchmark)")
-    parser.add_argument("--jobs", type=int, default=100, help="simulate jobs at scale 1 (default 100)")
-    parser.add_argument("--scales", type=int, nargs="+", default=[1, 10],
-                        help="multiples of --jobs to run (default 1 10)")
-    parser.add_argument("--variant", action="append", default=[], metavar="NAME='ARGS'",
-                        help="extra Snakemake arguments timed beside the profile's (repeatable)")
-    parser.add_argument("--cores", type=int, default=2, help="snakemake --cores (default 2)")
-    parser.add_argument("--split", action="store_true",
-                        help="where the CPU of a timed pipeline run went (cqb.pipeline_benchmark.run_split)")
-    parser.add_argument("--results", default="results", help="with --split: the run's results_dir")
-    parser.add_argument("--timings", default="docs/results/timings.tsv", help="with --split: the cqb time table")
-    parser.add_argument("--row", type=int, default=-1, help="with --split: which row (default the last)")
 
 
 def _json_object(option: str, text: str) -> dict:
@@ -235,11 +202,11 @@ def _check_pool_file(spec: dict) -> None:
 
 def run(args) -> int:
     blas_pinned = pin_blas_to_one_thread()  # before anything imports numpy
-    from .code_hash import simulation_code_hash
-    from .simulate import simulate
+    from .sim.code_hash import simulation_code_hash
+    from .sim.simulate import simulate
 
     out = Path(args.out)
-    # temporary files of an earlier attempt that was killed mid-write (see cqb.io.atomic_write)
+    # temporary files of an earlier attempt that was killed mid-write (see cqb.sim.runfile.atomic_write)
     for stale in out.parent.glob(f".{out.name}.*"):
         stale.unlink()
     code_hash = simulation_code_hash()
@@ -265,7 +232,7 @@ def run(args) -> int:
         return 2
     if args.code_hash:
         result.metadata["workflow_code_hash"] = args.code_hash
-    from .io import save_run  # after the simulation: its imports are not start-up
+    from .sim.runfile import save_run  # after the simulation: its imports are not start-up
 
     try:
         save_run(out, result)  # atomic: a killed run leaves no partial output
@@ -284,8 +251,8 @@ def run(args) -> int:
 
 
 def _compare(args) -> int:
-    from .aggregate import atomic_write_text
-    from .compare import compare_claims, compare_run_trees, comparison_markdown
+    from .analysis.aggregate import atomic_write_text
+    from .analysis.compare import compare_claims, compare_run_trees, comparison_markdown
 
     try:
         if (args.old_claims is None) != (args.new_claims is None):
@@ -306,16 +273,12 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     server = os.environ.get(RUN_SERVER_VARIABLE) if argv[:1] == ["run"] else None
     if server:  # a workflow job: the preloaded server runs it (cqb.run_server)
-        from .run_server import forward
+        from .run_client import forward
 
         code = forward(server, argv)
         if code is not None:
             return code
     args = build_parser().parse_args(argv)
-    if args.command == "serve":
-        from .run_server import serve
-
-        return serve(args.socket, args.parent, args.ready_fd)
     if args.command == "policies":
         print(policy_defaults_markdown() if args.markdown else _policy_listing())
         return 0
@@ -325,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         benchmark(args)
         return 0
     if args.command in ("publish", "time"):
-        from . import results
+        from .pipeline import results
 
         try:
             if args.command == "publish":
@@ -343,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "compare":
         return _compare(args)
     if args.command == "tables":
-        from .beyond_tables import main as tables
+        from .analysis.beyond_tables import main as tables
 
         tables(args.results, args.figures)
         return 0

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import yaml
 
-from .results import SNAKEMAKE_LAUNCHER
+from .pipeline.results import SNAKEMAKE_LAUNCHER
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 EXPERIMENT = "pipeline_benchmark"
@@ -140,7 +140,7 @@ def run_split(results_dir: Path, row: dict, data_benchmarks: Path = Path("benchm
     (a fresh clone)."""
     import pandas as pd
 
-    from .cli import OWN_CPU
+    from .run_client import OWN_CPU
 
     runs = []
     for log in (results_dir / "logs" / "simulate").rglob("*.log"):

@@ -14,8 +14,8 @@ takes its child with it (the server sees the connection close); a job that
 finds no server, or loses it, runs in-process as before. Run files are
 identical either way (tests/test_run_server.py).
 
-Only the standard library is imported at module level: the client side is
-part of every job's start-up.
+The job side (forwarding, starting a server, the socket variable) is
+cqb.run_client; this module is the server, run as ``python -m cqb.run_server``.
 """
 
 from __future__ import annotations
@@ -23,39 +23,10 @@ from __future__ import annotations
 import json
 import os
 import socket
-import struct
 import sys
 
-from .cli import RUN_SERVER_VARIABLE
+from .run_client import EXIT_STATUS, REQUEST_LIMIT, RUN_SERVER_VARIABLE
 
-REQUEST_LIMIT = 1 << 20  # bytes of one request: a command line and an environment
-_EXIT = struct.Struct("!i")
-
-
-def forward(socket_path: str, argv: list[str]) -> int | None:
-    """Run ``cqb <argv>`` in the server's fork; its exit code, or None when no
-    server answers (the caller then runs the command itself)."""
-    try:
-        connection = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        connection.connect(socket_path)
-    except OSError:
-        return None
-    with connection:
-        umask = os.umask(0o077)
-        os.umask(umask)
-        request = json.dumps({"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ),
-                              "umask": umask}).encode()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        try:
-            socket.send_fds(connection, [request], [sys.stdout.fileno(), sys.stderr.fileno()])
-            reply = connection.recv(_EXIT.size)
-        except OSError:
-            return None
-    if len(reply) != _EXIT.size:  # the server went away before the run ended
-        print("cqb: the run server went away; running in this process", file=sys.stderr, flush=True)
-        return None
-    return _EXIT.unpack(reply)[0]
 
 
 def preload() -> str:
@@ -66,9 +37,9 @@ def preload() -> str:
     cli.pin_blas_to_one_thread()  # before numpy: the children inherit one BLAS thread
     import scipy.optimize  # noqa: F401 (the projection of the CQB estimates)
 
-    from . import io, simulate  # noqa: F401
-    from .code_hash import simulation_code_hash
-    from .policies import registered_policies
+    from .sim import runfile, simulate  # noqa: F401
+    from .sim.code_hash import simulation_code_hash
+    from .sim.policies import registered_policies
 
     registered_policies()
     return simulation_code_hash()
@@ -206,7 +177,7 @@ def _reap(selector, children) -> None:
             continue
         code = os.waitstatus_to_exitcode(status)
         try:
-            connection.send(_EXIT.pack(code if code >= 0 else 128 - code))
+            connection.send(EXIT_STATUS.pack(code if code >= 0 else 128 - code))
         except OSError:
             pass  # the job has gone
         try:
@@ -216,49 +187,16 @@ def _reap(selector, children) -> None:
         connection.close()
 
 
-def start(socket_dir: str | None = None, timeout: float = 60.0):
-    """Start a server for this process's jobs: ``CQB_RUN_SERVER`` is set in
-    ``os.environ`` (jobs inherit it) and the server stops when this process
-    exits. The server process, or None where it cannot start (then jobs run
-    in-process, as without it)."""
-    import atexit
-    import subprocess
-    import tempfile
+def main(argv: list[str] | None = None) -> int:
+    import argparse
 
-    if not hasattr(socket, "AF_UNIX") or not hasattr(socket, "send_fds") or not hasattr(socket, "SOCK_SEQPACKET"):
-        return None
-    folder = tempfile.mkdtemp(prefix="cqb-run-server-", dir=socket_dir)  # private: mode 0700
-    socket_path = os.path.join(folder, "socket")
-    ready_read, ready_write = os.pipe()
-    command = [sys.executable, "-m", "cqb.cli", "serve", "--socket", socket_path,
-               "--parent", str(os.getpid()), "--ready-fd", str(ready_write)]
-    server = subprocess.Popen(command, pass_fds=(ready_write,), stdin=subprocess.DEVNULL)
-    os.close(ready_write)
-    import selectors
+    parser = argparse.ArgumentParser(prog="python -m cqb.run_server", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--socket", required=True, help="the Unix socket to listen on")
+    parser.add_argument("--parent", type=int, help="stop when this process is gone")
+    parser.add_argument("--ready-fd", type=int, help="write 'ready' to this file descriptor once listening")
+    args = parser.parse_args(argv)
+    return serve(args.socket, args.parent, args.ready_fd)
 
-    with selectors.DefaultSelector() as selector:
-        selector.register(ready_read, selectors.EVENT_READ)
-        ready = bool(selector.select(timeout)) and os.read(ready_read, 16) == b"ready\n"
-    os.close(ready_read)
-    if not ready:
-        server.kill()
-        server.wait()
-        return None
-    os.environ[RUN_SERVER_VARIABLE] = socket_path
 
-    def stop():
-        os.environ.pop(RUN_SERVER_VARIABLE, None)
-        if server.poll() is None:
-            server.terminate()
-            try:
-                server.wait(10)
-            except subprocess.TimeoutExpired:
-                server.kill()
-        try:
-            os.rmdir(folder)
-        except OSError:
-            pass
-
-    atexit.register(stop)
-    server.stop, server.socket_path = stop, socket_path
-    return server
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,6 +1,6 @@
 # Config loading and thin input functions. The experiment model (runs,
-# curves, figure specs) is the package's: cqb.experiments, tested without
-# Snakemake in tests/test_experiments.py.
+# curves, figure specs) is the package's: cqb.pipeline.experiments, tested without
+# Snakemake in tests/test_pipeline_experiments.py.
 
 import json
 import re
@@ -11,10 +11,10 @@ import yaml
 from snakemake.utils import update_config
 
 try:
-    from cqb.code_hash import simulation_code_hash
-    from cqb.config_schema import ConfigError, validate_config, yaml_scalars
-    from cqb.experiments import build_plan
-    from cqb.verdicts import claim_experiments, claim_specs, tuning_setup
+    from cqb.sim.code_hash import simulation_code_hash
+    from cqb.pipeline.config_schema import ConfigError, validate_config, yaml_scalars
+    from cqb.pipeline.experiments import build_plan
+    from cqb.pipeline.verdicts import claim_experiments, claim_specs, tuning_setup
 except ImportError as error:  # the package must be installed: pip install -e .
     raise ImportError(f"the workflow needs the cqb package ({error}); run `pip install -e .`")
 
@@ -73,7 +73,7 @@ def start_run_server():
         return
     if isolated & set(workflow.deployment_settings.deployment_method):
         return
-    from cqb.run_server import start
+    from cqb.run_client import start
 
     if start() is None:
         print("cqb: the run server did not start; every job starts its own Python", file=sys.stderr)
@@ -105,8 +105,8 @@ def instance_json(wildcards, input):
 
 
 def aggregate_curves(experiment):
-    """The curves of an experiment as cqb.aggregate reads them, in config order."""
-    from cqb.aggregate import Curve
+    """The curves of an experiment as cqb.analysis.aggregate reads them, in config order."""
+    from cqb.analysis.aggregate import Curve
 
     return [Curve(curve.label, PLAN.run_files(curve, RUN_FILE), curve.sweep_param, curve.sweep_text)
             for curve in PLAN.curves[experiment]]

@@ -1,11 +1,11 @@
 # Figure 7: the verdict of "CQB-ε performs best" on every (dataset, construction
-# variant) cell (cqb.sensitivity; docs/real_data_sensitivity.md). Each cell is an
+# variant) cell (cqb.analysis.sensitivity; docs/real_data_sensitivity.md). Each cell is an
 # ordinary experiment with its own `best` claim; this rule reads its per-run
 # summaries and its pool's report.json only.
 
 
 
-from cqb.sensitivity import grid_cells
+from cqb.analysis.sensitivity import grid_cells
 
 # the cells of the grid; a cell without its claim stops here, named
 try:

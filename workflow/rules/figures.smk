@@ -23,7 +23,7 @@ for figure_name in config["figures"]:
             # the data table stays out of the report (megabytes per figure)
             tsv=f"{FIGURES}/{figure_name}.tsv",
         params:
-            # a FigureSpec (cqb.experiments): drawn from the tables only
+            # a FigureSpec (cqb.pipeline.experiments): drawn from the tables only
             spec=PLAN.figures[figure_name],
             float_format=config["aggregate"]["float_format"],
         log:

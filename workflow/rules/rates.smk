@@ -1,10 +1,10 @@
 # Figure 5 (beyond the paper): empirical queue-length regret rates, one panel
 # per horizon-swept experiment (`rates.experiment`, then `rates.extra_experiments`).
-# `regret_rates` summarises each run with cqb.summaries (tail regret, stalled)
+# `regret_rates` summarises each run with cqb.analysis.summaries (tail regret, stalled)
 # straight from the run files (the per-round tidy table would be huge at
 # T = 50000) and fits the slopes; `fig5` reads only its tables.
 
-from cqb.rates import rate_experiments, rate_runs
+from cqb.analysis.rates import rate_experiments, rate_runs
 
 RATES_EXPERIMENTS = rate_experiments(config, PLAN)
 RATES_RUNS = rate_runs(PLAN, RATES_EXPERIMENTS, RUN_FILE)  # (experiment, label, T, seed, run file)

@@ -1,4 +1,4 @@
-# Verdicts: held-out tuning and the claims table (cqb.tuning, cqb.claims,
+# Verdicts: held-out tuning and the claims table (cqb.analysis.tuning, cqb.analysis.claims,
 # docs/verdicts.md). Both read only the per-run summary tables.
 
 CLAIM_SPECS = claim_specs(config, PLAN)

@@ -18,8 +18,7 @@ import numpy as np
 from scipy.special import expit
 from sklearn.linear_model import LogisticRegression
 
-from ..aggregate import atomic_write_text  # noqa: F401 (the data rules' scripts import it from here)
-from ..io import atomic_write
+from ..sim.runfile import atomic_write
 
 
 @dataclass

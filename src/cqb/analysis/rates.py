@@ -1,0 +1,407 @@
+"""Empirical queue-length regret rates: R_T against T on log–log axes.
+
+Estimand (docs/beyond.md). Each run at horizon T is summarised by
+:func:`cqb.analysis.summaries.run_summary`; its **tail regret**, the mean of
+Q(t) − Q*(t) over the last 10 % of rounds, estimates R at ≈ T with far less
+noise than the final round's Q(T) − Q*(T) (an integer that is 0 or ±1 at most
+seeds once a policy has converged). The final-round regret is kept as a
+secondary column.
+
+Robust estimator. A stalled run (tail regret above the stall threshold of
+:class:`cqb.analysis.summaries.SummarySettings`) keeps tens to hundreds of jobs and
+alone decides a mean of 30. Per (policy, T) we therefore report the number of
+stalled runs with an exact interval (a finding, never dropped silently) and,
+as the point on the figure, the **mean tail regret over the runs that did not
+stall**, with a 95 % seed-bootstrap interval; the plain mean and the median
+over all runs stand beside it.
+
+Slope. Least squares of log(estimate) on log T over the horizons whose
+estimate is positive, with a 95 % seed-bootstrap interval (seeds resampled
+within each T, the estimator recomputed) and the delta-method half-width that
+the power analysis (:func:`seeds_for_slope_width`) predicts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+
+import numpy as np
+
+from .summaries import SummarySettings, binomial_interval, run_summary
+
+Z95 = 1.959963984540054
+
+# The theorems' rates (SPEC §3 and the paper's Theorems 5.5 and 6.3): name and
+# the log–log slope they predict. log²T is not a power: its local slope is 2/ln T.
+REFERENCE_RATES = {
+    "cqb_eps": ("Õ(T^(−1/4)) (paper, CQB-ε)", lambda horizon: -0.25),
+    "cqb_eta2": ("Õ(T^(−1/2)) (Bae & Lee 2026, CQB-η-2)", lambda horizon: -0.5),
+    "cqb_opt": ("O(log²T) (paper, CQB-Opt)", lambda horizon: 2.0 / math.log(horizon)),
+}
+
+
+def reference_curve(policy: str, horizons: np.ndarray) -> np.ndarray | None:
+    """Shape of the policy's theorem rate at ``horizons`` (1 at the first), or None."""
+    horizons = np.asarray(horizons, dtype=float)
+    if policy not in REFERENCE_RATES:
+        return None
+    if policy == "cqb_opt":
+        return np.log(horizons) ** 2 / math.log(horizons[0]) ** 2
+    return (horizons / horizons[0]) ** REFERENCE_RATES[policy][1](horizons[0])
+
+
+def reference_slope(policy: str, horizons) -> float:
+    """The slope the policy's theorem rate has over ``horizons`` (least squares on log–log)."""
+    curve = reference_curve(policy, horizons)
+    if curve is None:
+        return math.nan
+    if len(curve) < 2:  # one horizon: the local slope
+        return float(REFERENCE_RATES[policy][1](float(np.asarray(horizons)[0])))
+    return float(np.polyfit(np.log(np.asarray(horizons, float)), np.log(curve), 1)[0])
+
+
+# ---------------------------------------------------------------- per-run values
+
+
+def rate_run_rows(runs: Iterable, settings: SummarySettings = SummarySettings()) -> list[dict]:
+    """One row per run from :func:`cqb.analysis.summaries.run_summary`.
+
+    ``runs`` yields (experiment, policy label, T, seed, queue, oracle queue,
+    start of the policy's final phase or None)."""
+    rows = []
+    for experiment, policy, horizon, seed, queue, oracle, final_phase in runs:
+        summary = run_summary(queue, oracle, settings, final_phase)
+        if summary["horizon"] != int(horizon):
+            raise ValueError(f"{experiment}/{policy}/T{horizon}/seed{seed}: {summary['horizon']} rounds, "
+                             f"expected T = {horizon}")
+        rows.append({"experiment": experiment, "policy": policy, "seed": int(seed), **summary})
+    return rows
+
+
+# ---------------------------------------------------------------- robust estimator
+
+
+def converged_mean(values: np.ndarray, stalled: np.ndarray) -> float:
+    """Mean of ``values`` over the runs that did not stall (NaN if all stalled)."""
+    values, stalled = np.asarray(values, float), np.asarray(stalled, bool)
+    kept = values[~stalled]
+    return float(kept.mean()) if kept.size else math.nan
+
+
+def bootstrap_converged_means(values, stalled, draws: int, rng: np.random.Generator) -> np.ndarray:
+    """``draws`` seed-bootstrap replicates of :func:`converged_mean` (NaN where all stalled)."""
+    values, stalled = np.asarray(values, float), np.asarray(stalled, bool)
+    index = rng.integers(values.shape[0], size=(draws, values.shape[0]))
+    keep = ~stalled[index]
+    counts = keep.sum(axis=1)
+    sums = np.where(keep, values[index], 0.0).sum(axis=1)
+    return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)  # max(·, 1): no 0/0 computed
+
+
+def horizon_row(values, stalled, final_regrets, bootstrap: int, rng: np.random.Generator,
+                confidence: float = 0.95) -> dict:
+    """Per (policy, T): the estimate with its interval, the stall count, and
+    the plain mean, median and final-round regret beside them."""
+    values, stalled = np.asarray(values, float), np.asarray(stalled, bool)
+    final = np.asarray(final_regrets, float)
+    n, n_stalled = values.shape[0], int(stalled.sum())
+    kept = values[~stalled]
+    estimate = converged_mean(values, stalled)
+    replicates = bootstrap_converged_means(values, stalled, bootstrap, rng)
+    replicates = replicates[np.isfinite(replicates)]
+    alpha = 100 * (1 - confidence) / 2
+    low, high = (np.percentile(replicates, [alpha, 100 - alpha]) if replicates.size else (math.nan, math.nan))
+    sd = float(kept.std(ddof=1)) if kept.size > 1 else math.nan
+    stall_low, stall_high = binomial_interval(n_stalled, n, confidence)
+    final_kept = final[~stalled]
+    final_sd = float(final_kept.std(ddof=1)) if final_kept.size > 1 else math.nan
+    return {"n_runs": n, "n_stalled": n_stalled, "stall_ci_low": stall_low, "stall_ci_high": stall_high,
+            "estimate": estimate, "ci_low": float(low), "ci_high": float(high), "sd_converged": sd,
+            # delta method: sd of log(estimate) = relative standard error
+            "log_se": sd / (estimate * math.sqrt(kept.size)) if kept.size > 1 and estimate > 0 else math.nan,
+            "tail_mean_all": float(values.mean()), "tail_median_all": float(np.median(values)),
+            "final_mean_converged": float(final_kept.mean()) if final_kept.size else math.nan,
+            "final_se_converged": final_sd / math.sqrt(final_kept.size) if final_kept.size > 1 else math.nan}
+
+
+# ---------------------------------------------------------------- slope
+
+
+def slope_weights(horizons) -> np.ndarray:
+    """w_h with OLS slope = Σ w_h log y_h on x_h = log T_h."""
+    x = np.log(np.asarray(horizons, float))
+    centred = x - x.mean()
+    return centred / (centred ** 2).sum()
+
+
+def fit_slope(by_horizon: Mapping[int, tuple], bootstrap: int = 2000, seed: int = 0,
+              confidence: float = 0.95) -> dict:
+    """Slope of log(converged mean tail regret) on log T with a seed-bootstrap
+    interval and the delta-method half-width.
+
+    ``by_horizon``: T → (per-run values, per-run stalled flags). Horizons whose
+    estimate is not positive (or all stalled) cannot enter a log fit: they are
+    listed in ``horizons_dropped``. Bootstrap draws in which a used horizon's
+    estimate is not positive are discarded (``bootstrap_kept`` says how many)."""
+    horizons = sorted(by_horizon)
+    estimates = {h: converged_mean(*by_horizon[h]) for h in horizons}
+    used = [h for h in horizons if estimates[h] > 0]  # NaN > 0 is False
+    result = {"horizons_used": used, "horizons_dropped": [h for h in horizons if h not in used]}
+    nan = {"slope": math.nan, "ci_low": math.nan, "ci_high": math.nan, "delta_half_width": math.nan,
+           "bootstrap_kept": 0}
+    if len(used) < 2:
+        return {**result, **nan}
+    weights = slope_weights(used)
+    slope = float(weights @ np.log([estimates[h] for h in used]))
+    rng = np.random.default_rng(seed)
+    replicates = np.column_stack([bootstrap_converged_means(*by_horizon[h], bootstrap, rng) for h in used])
+    good = (replicates > 0).all(axis=1)
+    draws = np.log(replicates[good]) @ weights
+    alpha = 100 * (1 - confidence) / 2
+    low, high = (np.percentile(draws, [alpha, 100 - alpha]) if good.sum() >= bootstrap // 2
+                 else (math.nan, math.nan))
+    log_var = []
+    for h in used:
+        values, stalled = (np.asarray(a) for a in by_horizon[h])
+        kept = np.asarray(values, float)[~np.asarray(stalled, bool)]
+        log_var.append(kept.var(ddof=1) / (kept.size * estimates[h] ** 2) if kept.size > 1 else math.nan)
+    half = Z95 * math.sqrt(float(weights ** 2 @ np.array(log_var)))
+    return {**result, "slope": slope, "ci_low": float(low), "ci_high": float(high),
+            "delta_half_width": half, "bootstrap_kept": int(good.sum())}
+
+
+# ---------------------------------------------------------------- power analysis
+
+
+def relative_variance(values, stalled=None) -> float:
+    """Per-run variance of the converged values over their squared mean: the
+    variance of log(mean of n runs) is this over n (delta method)."""
+    values = np.asarray(values, float)
+    if stalled is not None:
+        values = values[~np.asarray(stalled, bool)]
+    mean = values.mean()
+    if values.size < 2 or not mean > 0:
+        raise ValueError(f"pilot needs ≥ 2 converged runs with a positive mean, got {values.size} "
+                         f"with mean {mean!r}")
+    return float(values.var(ddof=1) / mean ** 2)
+
+
+def predicted_half_width(pilot: Mapping[int, np.ndarray], seeds: Mapping[int, int]) -> float:
+    """95 % half-width of the OLS log–log slope with ``seeds[T]`` runs per T,
+    from the pilot's per-run relative variances (delta method)."""
+    horizons = sorted(pilot)
+    weights = slope_weights(horizons)
+    variance = sum(w * w * relative_variance(pilot[h]) / seeds[h] for w, h in zip(weights, horizons))
+    return Z95 * math.sqrt(variance)
+
+
+def seeds_for_slope_width(pilot: Mapping[int, np.ndarray], target_half_width: float,
+                          cost: Callable[[int], float] | None = None, min_seeds: int = 5) -> dict[int, int]:
+    """Seeds per horizon so that the slope's 95 % interval has half-width ≤ the target,
+    at the least total cost (seconds per run ``cost(T)``; equal costs if None).
+
+    With a_h = w_h² v_h (w_h the OLS weight of log T_h, v_h the pilot's relative
+    variance), Var(slope) = Σ a_h / n_h; minimising Σ n_h c_h under
+    Var ≤ (target/1.96)² gives n_h ∝ √(a_h / c_h) (Lagrange). Every horizon gets at
+    least ``min_seeds`` (the middle horizons carry little weight in a slope but
+    are needed to see curvature)."""
+    if not target_half_width > 0:
+        raise ValueError(f"target_half_width must be > 0, got {target_half_width!r}")
+    horizons = sorted(pilot)
+    if len(horizons) < 2:
+        raise ValueError(f"a slope needs ≥ 2 horizons, got {horizons}")
+    cost = cost or (lambda horizon: 1.0)
+    weights = slope_weights(horizons)
+    a = np.array([w * w * relative_variance(pilot[h]) for w, h in zip(weights, horizons)])
+    c = np.array([float(cost(h)) for h in horizons])
+    budget = (target_half_width / Z95) ** 2
+    raw = np.sqrt(a / c) * np.sqrt(a * c).sum() / budget
+    seeds = {h: max(min_seeds, int(math.ceil(n - 1e-9))) for h, n in zip(horizons, raw)}
+    assert predicted_half_width(pilot, seeds) <= target_half_width + 1e-9
+    return seeds
+
+
+# ---------------------------------------------------------------- tables
+
+
+def rate_tables(runs, bootstrap: int = 2000, seed: int = 0, confidence: float = 0.95):
+    """(per (experiment, policy, T) summary, per (experiment, policy) slope) tables
+    from the per-run table of :func:`rate_run_rows` (with its ``stalled`` flag)."""
+    import pandas as pd
+
+    rng = np.random.default_rng(seed)
+    summary, slopes = [], []
+    for experiment in dict.fromkeys(runs["experiment"]):
+        for policy in dict.fromkeys(runs.loc[runs["experiment"] == experiment, "policy"]):
+            own = runs[(runs["experiment"] == experiment) & (runs["policy"] == policy)]
+            by_horizon = {}
+            for horizon, group in own.groupby("horizon"):
+                values = group["tail_regret"].to_numpy(float)
+                stalled = group["stalled"].to_numpy(bool)
+                by_horizon[int(horizon)] = (values, stalled)
+                summary.append({"experiment": experiment, "policy": policy, "horizon": int(horizon),
+                                **horizon_row(values, stalled, group["final_regret"], bootstrap, rng,
+                                              confidence),
+                                "final_queue_mean": float(group["final_queue"].mean()),
+                                "final_oracle_mean": float(group["final_oracle"].mean()),
+                                "final_regret_mean": float(group["final_regret"].mean())})
+            fit = fit_slope(by_horizon, bootstrap=bootstrap, seed=seed, confidence=confidence)
+            horizons = sorted(by_horizon)
+            used = fit["horizons_used"] or horizons
+            slopes.append({"experiment": experiment, "policy": policy, "slope": fit["slope"],
+                           "ci_low": fit["ci_low"], "ci_high": fit["ci_high"],
+                           "half_width": (fit["ci_high"] - fit["ci_low"]) / 2,
+                           "delta_half_width": fit["delta_half_width"],
+                           "reference": REFERENCE_RATES.get(policy, ("-",))[0],
+                           "reference_slope": reference_slope(policy, used),
+                           "n_horizons": len(fit["horizons_used"]), "bootstrap_kept": fit["bootstrap_kept"],
+                           "n_runs": int(len(own)), "n_stalled": int(own["stalled"].sum()),
+                           "horizons_used": " ".join(map(str, fit["horizons_used"])) or "-",
+                           "horizons_dropped": " ".join(map(str, fit["horizons_dropped"])) or "-"})
+    slopes = pd.DataFrame(slopes)
+    slopes["verdict"] = [slope_verdict(row) for _, row in slopes.iterrows()]
+    return pd.DataFrame(summary), slopes
+
+
+RESOLVED_HALF_WIDTH = 0.15  # the brief's resolution target for a slope
+
+
+def slope_verdict(row) -> str:
+    """What the fitted slope says about the theorem's rate (an upper bound)."""
+    if not math.isfinite(row["slope"]):
+        return "no slope (fewer than two positive estimates)"
+    if not math.isfinite(row["ci_low"]):
+        # near zero, resampling the seeds often makes some horizon's estimate non-positive
+        return ("no interval (fewer than half the bootstrap draws have a positive estimate at "
+                "every horizon): not resolved")
+    resolved = "resolved" if row["half_width"] <= RESOLVED_HALF_WIDTH else "not resolved"
+    reference = row["reference_slope"]
+    if not math.isfinite(reference):
+        return resolved
+    if row["ci_high"] < reference:
+        relation = "faster than the bound's rate"
+    elif row["ci_low"] > reference:
+        relation = "slower than the bound's rate"
+    else:
+        relation = "consistent with the bound's rate"
+    return f"{resolved}; {relation}"
+
+
+def rates_figure_table(summary, slopes):
+    """Figure 5's data table: the per-(experiment, policy, T) summary with the
+    fitted slope and interval beside it and whether that T entered the fit."""
+    fit = slopes.rename(columns={"ci_low": "slope_ci_low", "ci_high": "slope_ci_high"})
+    table = summary.merge(fit[["experiment", "policy", "slope", "slope_ci_low", "slope_ci_high",
+                               "horizons_used"]], on=["experiment", "policy"], how="left", sort=False)
+    table["in_fit"] = [str(h) in str(used).split() for h, used in zip(table["horizon"], table["horizons_used"])]
+    return table.drop(columns="horizons_used")
+
+
+# ---------------------------------------------------------------- the experiments Figure 5 draws
+
+
+def rate_experiments(config: Mapping, plan) -> list[str]:
+    """``rates.experiment`` (validated by the plan) then ``rates.extra_experiments``,
+    each a horizon-swept experiment; one panel of Figure 5 each."""
+    from ..errors import config_error
+
+    if plan.rates_experiment is None:
+        return []
+    names = [plan.rates_experiment]
+    for name in config["rates"].get("extra_experiments", []):
+        if name not in plan.curves:
+            config_error("rates.extra_experiments", name, f"not an experiment ({', '.join(plan.curves)})")
+        if plan.curves[name][0].sweep_param != "horizon":
+            config_error("rates.extra_experiments", name, "needs a horizon sweep (sweep: {horizon: [...]})")
+        if name in names:
+            config_error("rates.extra_experiments", name, "listed twice")
+        names.append(name)
+    return names
+
+
+def rate_runs(plan, experiments: list[str], run_file: str) -> list[tuple[str, str, int, int, str]]:
+    """(experiment, label, T, seed, run file) of every run Figure 5 reads, in config order."""
+    return [(name, curve.label, curve.horizon, seed, path) for name in experiments
+            for curve in plan.curves[name] for seed, path in zip(curve.seeds, plan.run_files(curve, run_file))]
+
+
+# ---------------------------------------------------------------- the power analysis as a table
+
+
+def run_cost(horizon: int, startup: float = 0.9, per_thousand_rounds: float = 0.075) -> float:
+    """Seconds of one job (start-up and scheduling, then the rounds); the defaults
+    were measured on the base instance (docs/beyond.md)."""
+    return startup + per_thousand_rounds * horizon / 1000
+
+
+def power_table(runs, target_half_width: float = 0.15, min_seeds: int = 10,
+                configured: Mapping[str, Mapping[int, int]] | None = None, cost=run_cost):
+    """Per (experiment, policy), from a pilot's per-run table (columns experiment,
+    policy, horizon, tail_regret, stalled): the seeds per T that reach the
+    target half-width at least cost, their CPU time, and the half-width the
+    ``configured`` seeds (experiment → T → seeds) are predicted to give.
+    Horizons whose pilot mean is not positive are left out (and listed)."""
+    import pandas as pd
+
+    rows = []
+    for (experiment, policy), own in runs.groupby(["experiment", "policy"], sort=False):
+        pilot, left_out = {}, []
+        for horizon, group in own.groupby("horizon"):
+            values = group.loc[~group["stalled"].astype(bool), "tail_regret"].to_numpy(float)
+            if values.size > 2 and values.mean() > 0:
+                pilot[int(horizon)] = values
+            else:
+                left_out.append(int(horizon))
+        row = {"experiment": experiment, "policy": policy, "pilot_runs": len(own),
+               "horizons_left_out": " ".join(map(str, left_out)) or "-"}
+        if len(pilot) >= 2:
+            seeds = seeds_for_slope_width(pilot, target_half_width, cost=cost, min_seeds=min_seeds)
+            row.update({"relative_variance": " ".join(f"{h}:{relative_variance(v):.2f}" for h, v in pilot.items()),
+                        "seeds_needed": " ".join(f"{h}:{n}" for h, n in seeds.items()),
+                        "cpu_seconds_needed": sum(n * cost(h) for h, n in seeds.items())})
+            if configured and experiment in configured:
+                chosen = {h: configured[experiment][h] for h in pilot}
+                row.update({"seeds_configured": " ".join(f"{h}:{n}" for h, n in chosen.items()),
+                            "cpu_seconds_configured": sum(n * cost(h) for h, n in chosen.items()),
+                            "predicted_half_width": predicted_half_width(pilot, chosen)})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def configured_seeds(config: Mapping, experiments: Iterable[str]) -> dict[str, dict[int, int]]:
+    """experiment → T → seeds, as the config sets them."""
+    result = {}
+    for name in experiments:
+        spec = config["experiments"][name]
+        by_horizon = {int(k): v for k, v in spec.get("seeds_by_horizon", {}).items()}
+        result[name] = {int(h): by_horizon.get(int(h), spec["seeds"]) for h in spec["sweep"]["horizon"]}
+    return result
+
+
+def main(argv=None) -> int:
+    """python -m cqb.analysis.rates PILOT_RUNS_TSV [CONFIG_YAML]: the power analysis table."""
+    import sys
+
+    import pandas as pd
+    import yaml
+
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv:
+        print("usage: python -m cqb.analysis.rates PILOT_RUNS_TSV [CONFIG_YAML]", file=sys.stderr)
+        return 2
+    runs = pd.read_csv(argv[0], sep="\t", dtype={"experiment": str, "policy": str})
+    runs["stalled"] = runs["stalled"].astype(str).str.lower().isin(("true", "1"))
+    configured = None
+    if len(argv) > 1:
+        config = yaml.safe_load(open(argv[1]))
+        configured = configured_seeds(config, [e for e in dict.fromkeys(runs["experiment"])
+                                               if e in config["experiments"]])
+    table = power_table(runs, configured=configured)
+    with pd.option_context("display.width", 250, "display.max_colwidth", 80):
+        print(table.to_string(index=False))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,87 @@
+"""Held-out tuning of the constants chosen by experiment.
+
+The bonus scale c_β of every CQB policy and the exploration constant of Q-UCB
+and Q-ThS are not fixed by the paper. Each is tuned over a grid on *tuning
+seeds* that no figure reports (docs/verdicts.md), every policy with the same
+budget (grid size × seeds), by one criterion:
+
+1. fewest stalled tuning runs (a stalled run's regret grows without bound in
+   T, so no finite gain elsewhere makes up for it); then
+2. the smallest mean over seeds of the run's time-averaged regret
+   (1/T)·Σ_t (Q(t) − Q*(t)) — how fast the policy comes down, not only where
+   it ends.
+
+The evaluation runs use the chosen values; the pipeline's tuning check fails
+when the configured value of a policy differs from the choice.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from .claims import bootstrap_mean_interval
+from .summaries import binomial_interval
+
+TABLE_COLUMNS = ("policy", "parameter", "value", "n_runs", "n_stalled", "stall_ci_low", "stall_ci_high",
+                 "stalled_seeds", "mean_regret", "mean_regret_ci_low", "mean_regret_ci_high",
+                 "tail_regret_median", "chosen")
+CHOICE_COLUMNS = ("policy", "parameter", "value", "n_runs", "n_stalled", "mean_regret")
+
+
+def base_label(label: str) -> str:
+    """The policy label of a swept run label: 'cqb_opt.bonus_scale0.1' → 'cqb_opt'."""
+    return label.split(".", 1)[0]
+
+
+def tuning_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per (policy, grid value): stalls with an exact interval and the mean
+    time-averaged regret with a bootstrap interval; ``chosen`` marks the
+    value the criterion picks for each policy."""
+    if runs.empty:
+        raise ValueError("no tuning runs")
+    rows = []
+    runs = runs.assign(base=runs["policy"].map(base_label))
+    for (policy, value), group in runs.groupby(["base", "sweep_value"], sort=False):
+        stalled = group["stalled"].astype(bool)
+        low, high = binomial_interval(int(stalled.sum()), len(group))
+        regret = group["mean_regret"].to_numpy(dtype=np.float64)
+        r_low, r_high = bootstrap_mean_interval(regret)
+        rows.append({"policy": policy, "parameter": group["sweep_param"].iloc[0], "value": value,
+                     "n_runs": len(group), "n_stalled": int(stalled.sum()),
+                     "stall_ci_low": low, "stall_ci_high": high,
+                     "stalled_seeds": " ".join(str(s) for s in group.loc[stalled, "seed"]) or "-",
+                     "mean_regret": float(regret.mean()), "mean_regret_ci_low": r_low,
+                     "mean_regret_ci_high": r_high,
+                     "tail_regret_median": float(group["tail_regret"].median()), "chosen": False})
+    table = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+    for policy, group in table.groupby("policy", sort=False):
+        budgets = set(group["n_runs"])
+        if len(budgets) != 1:
+            raise ValueError(f"policy {policy!r}: grid values have different numbers of tuning runs "
+                             f"{sorted(budgets)}; every value needs the same seeds")
+        best = min(group.index, key=lambda i: (group.at[i, "n_stalled"], group.at[i, "mean_regret"]))
+        table.loc[best, "chosen"] = True
+    return table
+
+
+def choices(table: pd.DataFrame) -> pd.DataFrame:
+    chosen = table[table["chosen"]]
+    return chosen[list(CHOICE_COLUMNS)].reset_index(drop=True)
+
+
+def mismatches(chosen: pd.DataFrame, configured: dict) -> list[str]:
+    """Policies whose configured value differs from the tuned one.
+    ``configured``: {policy: {parameter: value}} as the evaluation runs use it."""
+    problems = []
+    for row in chosen.itertuples():
+        value = configured.get(row.policy, {}).get(row.parameter)
+        if value is None or not math.isclose(float(value), float(row.value), rel_tol=1e-12):
+            problems.append(f"{row.policy}: {row.parameter} is {value!r} in the config, tuning chose "
+                            f"{row.value} ({row.n_stalled}/{row.n_runs} stalled, mean regret "
+                            f"{row.mean_regret:.3g})")
+    return problems
+
+

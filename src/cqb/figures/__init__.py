@@ -1,0 +1,3 @@
+"""Every plot, drawn from tables only: ``plotting`` (Figures 2–6 from a
+FigureSpec), ``rates_plot`` (Figure 5), ``tuning_plot``, ``sensitivity_plot``
+(Figure 7's grid)."""

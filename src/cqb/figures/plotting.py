@@ -1,0 +1,184 @@
+"""The figures, drawn from aggregate tables only (never from run files).
+
+A figure is described by a :class:`cqb.pipeline.experiments.FigureSpec` (built from the
+config by :func:`cqb.pipeline.experiments.build_plan`): panels, each with the curves it
+draws (policy label and sweep value as in the experiment's table, legend).
+Each curve is the mean queue length Q(t) over the seeds with a ±1 sd band
+(or the median with the interquartile range); with the experiments' curve
+summaries at hand, each legend entry also says how many runs stalled.
+
+Files stay light: bands are rasterised and lines drawn through at most
+``MAX_POINTS`` rounds (the data table keeps every round); legends sit below
+the axes, so they never cover a curve.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from ..analysis.aggregate import write_table  # noqa: E402
+from ..pipeline.experiments import FigureSpec, Panel  # noqa: E402
+from ..sim.runfile import atomic_write  # noqa: E402
+
+# One colour per policy, the same in every figure; sweep curves use a sequential map.
+POLICY_COLOURS = {
+    "cqb_eps": "#d62728",
+    "cqb_opt": "#1f77b4",
+    "cqb_eps_opt": "#9467bd",
+    "cqb_ts": "#8c564b",
+    "q_ucb": "#e377c2",
+    "q_ths": "#bcbd22",
+    "random": "#7f7f7f",
+    "oracle": "#2ca02c",
+    "cqb_eta2": "#17becf",
+}
+SWEEP_COLOURMAP = "viridis"
+MAX_POINTS = 1000  # drawn points per curve
+PDF_BAND_DPI = 100
+
+
+def thin(n_rounds: int, max_points: int = MAX_POINTS):
+    """Indices of the rounds drawn: every k-th, plus the last."""
+    step = max(1, -(-n_rounds // max_points))
+    index = list(range(0, n_rounds, step))
+    if index[-1] != n_rounds - 1:
+        index.append(n_rounds - 1)
+    return index
+
+
+def stall_counts(curve_summaries: Mapping[str, pd.DataFrame] | None, experiment: str) -> dict:
+    """(policy label, sweep value) → (stalled runs, runs) of an experiment."""
+    if not curve_summaries or experiment not in curve_summaries:
+        return {}
+    table = curve_summaries[experiment]
+    return {(row.policy, str(row.sweep_value)): (int(row.n_stalled), int(row.n_runs))
+            for row in table.itertuples()}
+
+
+def panel_table(panel: Panel, table: pd.DataFrame, index: int) -> pd.DataFrame:
+    """The rows of an experiment table that a panel draws, in curve order."""
+    parts = []
+    for curve in panel.curves:
+        rows = table[(table["policy"] == curve.policy) & (table["sweep_value"] == curve.sweep_value)]
+        if rows.empty:
+            raise ValueError(f"panel {panel.title!r}: no rows for policy {curve.policy!r} "
+                             f"at sweep value {curve.sweep_value!r} in experiment {panel.experiment}")
+        rows = rows.copy()
+        rows.insert(0, "legend", curve.legend)
+        rows.insert(0, "experiment", panel.experiment)
+        rows.insert(0, "panel_title", panel.title)
+        rows.insert(0, "panel", index + 1)
+        parts.append(rows)
+    return pd.concat(parts, ignore_index=True)
+
+
+def figure_table(spec: FigureSpec, tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """Every curve the figure draws (its data table), panel by panel."""
+    return pd.concat([panel_table(panel, tables[panel.experiment], i)
+                      for i, panel in enumerate(spec.panels)], ignore_index=True)
+
+
+def curve_colours(panel: Panel) -> list:
+    """Sweep curves of one policy: a sequential map; otherwise one colour per
+    policy. Curves with ``swept`` False (a reference such as the oracle,
+    which does not take the swept parameter) keep their policy colour."""
+    curves = panel.curves
+    policies = [c.policy for c in curves]
+    fallback = plt.get_cmap("tab10")
+    fixed = [POLICY_COLOURS.get(p.split(".")[0], fallback(i % 10)) for i, p in enumerate(policies)]
+    swept = [i for i, c in enumerate(curves) if c.swept]
+    if panel.sweep_param and swept and len(set(curves[i].display for i in swept)) == 1:
+        cmap = plt.get_cmap(SWEEP_COLOURMAP)
+        n = len(swept)
+        for rank, i in enumerate(swept):
+            fixed[i] = cmap(0.85 * rank / max(n - 1, 1))
+    return fixed
+
+
+def plot_figure(spec: FigureSpec, table: pd.DataFrame, curve_summaries: Mapping[str, pd.DataFrame] | None = None):
+    """A row of panels: per curve the mean Q(t) with ±1 sd (or se), or the
+    median with the interquartile range; legends below the axes, with the
+    stalled runs of each curve when ``curve_summaries`` are given."""
+    panels = spec.panels
+    figure, axes = plt.subplots(1, len(panels), squeeze=False,
+                                figsize=(spec.panel_width * len(panels), spec.panel_height + 1.4))
+    band, center = spec.band, spec.center
+    for index, (panel, ax) in enumerate(zip(panels, axes[0])):
+        rows = table[table["panel"] == index + 1]
+        stalls = stall_counts(curve_summaries, panel.experiment)
+        for curve, colour in zip(panel.curves, curve_colours(panel)):
+            line = rows[(rows["policy"] == curve.policy) & (rows["sweep_value"] == curve.sweep_value)]
+            drawn = line.iloc[thin(len(line))]
+            t, middle = drawn["t"].to_numpy(), drawn[f"queue_{center}"].to_numpy()
+            # a reference curve that does not take the swept parameter (the oracle): black, dashed
+            reference = panel.sweep_param and not curve.swept
+            if reference:
+                colour = "black"
+            label = curve.legend
+            if (curve.policy, curve.sweep_value) in stalls and curve.policy != "oracle":
+                stalled, runs = stalls[(curve.policy, curve.sweep_value)]
+                label += f" ({stalled}/{runs} stalled)"
+            ax.plot(t, middle, color=colour, linewidth=1.0 if reference else 1.2, label=label,
+                    linestyle="--" if reference else "-")
+            if band == "iqr":
+                low, high = drawn["queue_q25"].to_numpy(), drawn["queue_q75"].to_numpy()
+            elif band != "none":
+                half = drawn[f"queue_{band}"].fillna(0.0).to_numpy()
+                low, high = middle - half, middle + half
+            if band != "none":
+                ax.fill_between(t, low, high, color=colour, alpha=0.18, linewidth=0, rasterized=True)
+        ax.set_title(panel.title, fontsize=10)
+        ax.set_xlabel("round t")
+        yscale = panel.yscale
+        if yscale == "symlog":  # linear up to 10 jobs, logarithmic above: small and linear growth both visible
+            ax.set_yscale("symlog", linthresh=10, linscale=1.0)
+        else:
+            ax.set_yscale(yscale)
+        if panel.ylim:
+            ax.set_ylim(*panel.ylim)
+        elif yscale in ("linear", "symlog"):
+            ax.set_ylim(bottom=0)
+        ax.set_xlim(left=0)
+        ax.grid(True, linewidth=0.4, alpha=0.5)
+        ax.legend(fontsize=6.5, ncol=2 if len(panel.curves) > 3 else 1, frameon=False,
+                  loc="upper center", bbox_to_anchor=(0.5, -0.2))
+    axes[0][0].set_ylabel("queue length Q(t)")
+    n_seeds = sorted(set(table["n_seeds"]))
+    line_text = {"mean": "mean", "median": "median"}[center]
+    band_text = {"sd": "±1 sd", "se": "±1 se", "iqr": "interquartile range", "none": "no band"}[band]
+    stalled_text = "; stalled: tail regret above the threshold (docs/verdicts.md)" if curve_summaries else ""
+    figure.suptitle(f"{spec.title}\n({line_text} over {', '.join(map(str, n_seeds))} seeds, {band_text}"
+                    f"{stalled_text})", fontsize=10)
+    figure.tight_layout()
+    return figure
+
+
+def save_figure(figure, pdf: str | Path | None = None, png: str | Path | None = None, dpi: int = 150) -> None:
+    """Write the figure atomically; no timestamps in the files, so they are reproducible."""
+    if pdf is not None:
+        with atomic_write(pdf, suffix=".pdf") as temporary:
+            # the bands are rasterised at 100 dpi at most: they are most of a PDF's bytes
+            figure.savefig(temporary, format="pdf", dpi=min(dpi, PDF_BAND_DPI),
+                           metadata={"CreationDate": None, "ModDate": None})
+    if png is not None:
+        with atomic_write(png, suffix=".png") as temporary:
+            figure.savefig(temporary, format="png", dpi=dpi, metadata={"Software": None})
+    plt.close(figure)
+
+
+def make_figure(spec: FigureSpec, tables: Mapping[str, pd.DataFrame], pdf=None, png=None, tsv=None,
+                float_format: str = "%.6f", curve_summaries: Mapping[str, pd.DataFrame] | None = None
+                ) -> pd.DataFrame:
+    """Draw a figure from experiment tables and write its files and data table."""
+    table = figure_table(spec, tables)
+    if tsv is not None:
+        write_table(table, tsv, float_format)
+    save_figure(plot_figure(spec, table, curve_summaries), pdf, png, spec.dpi)
+    return table

@@ -1,0 +1,123 @@
+"""The config schema and its validation.
+
+The static schema (workflow/schemas/config.schema.yaml) describes the
+structure; the parts that have a source of truth in the package are generated
+here: the policy parameters from the registry's parameter dataclasses
+(plugins included) and ``summaries`` from :class:`cqb.analysis.summaries.SummarySettings`.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+
+from ..dataclass_schema import parameter_fields
+from ..errors import ConfigError, config_error  # noqa: F401 (validate_config raises it; callers catch it from here)
+
+# instance keys a sweep may vary, in instance-id order (cqb.pipeline.experiments names them)
+SWEPT_INSTANCE_KEYS = ("n_servers", "dim", "arrival_rate", "slack", "min_accept_rate")
+
+
+# ---------------------------------------------------------------- policy parameters → schema
+
+
+def _registry():
+    from ..sim.policies import registered_policies
+
+    return registered_policies()
+
+
+def policy_params_schema() -> dict:
+    """The generated part of the config schema (``$defs``): ``policy_params``
+    (every parameter of every registered policy, plugins included),
+    ``per_policy`` (each policy's own) and ``sweep`` (instance keys, horizon,
+    any policy parameter). Types come from the dataclass annotations; values
+    are checked by the dataclasses when the runs are built."""
+    union: dict[str, dict] = {}
+    per_policy = {}
+    for name, spec in _registry().items():
+        own = {}
+        for key, (schema, default) in parameter_fields(spec.params).items():
+            own[key] = dict(schema, description=f"default {default!r} ({spec.params.__name__})")
+            if key in union and union[key].get("type") != schema.get("type"):
+                union[key] = {}  # two policies disagree on the type: leave it to the dataclasses
+            else:
+                union.setdefault(key, dict(schema))
+        per_policy[name] = {"type": "object", "additionalProperties": False, "properties": own}
+    array = {"type": "array", "minItems": 1, "uniqueItems": True}
+    sweep = {"horizon": dict(array, items={"type": "integer", "minimum": 1})}
+    sweep.update({key: dict(array, items={"$ref": f"#/$defs/instance/properties/{key}"})
+                  for key in SWEPT_INSTANCE_KEYS})
+    sweep.update({key: dict(array, items=schema) for key, schema in union.items() if key not in sweep})
+    return {
+        "policy_params": {"type": "object", "additionalProperties": False, "properties": union},
+        "per_policy": {"type": "object", "additionalProperties": False, "properties": per_policy},
+        "sweep": {"type": "object", "minProperties": 1, "maxProperties": 1,
+                  "additionalProperties": False, "properties": sweep},
+    }
+
+
+def config_schema(static_schema: Mapping) -> dict:
+    """The static schema (workflow/schemas/config.schema.yaml) with its
+    generated ``$defs`` filled in."""
+    from ..analysis.summaries import summaries_schema
+
+    schema = copy.deepcopy(dict(static_schema))
+    schema["$defs"].update(policy_params_schema())
+    schema["$defs"]["summaries"] = summaries_schema()
+    return schema
+
+
+def validate_config(config: dict, static_schema: Mapping) -> None:
+    """Check ``config`` against the schema and fill in the schema's defaults
+    (in place). Raises ConfigError naming the first bad key and value."""
+    import jsonschema
+    from jsonschema import validators
+
+    base = jsonschema.Draft202012Validator
+    check_properties = base.VALIDATORS["properties"]
+
+    def properties_with_defaults(validator, properties, instance, schema):
+        if isinstance(instance, dict):
+            for key, subschema in properties.items():
+                if isinstance(subschema, dict) and "default" in subschema:
+                    instance.setdefault(key, copy.deepcopy(subschema["default"]))
+        yield from check_properties(validator, properties, instance, schema)
+
+    schema = config_schema(static_schema)
+    filling = validators.extend(base, {"properties": properties_with_defaults})(schema)
+    error = jsonschema.exceptions.best_match(filling.iter_errors(config))
+    if error is None:
+        error = jsonschema.exceptions.best_match(base(schema).iter_errors(config))
+    if error is None:
+        return
+    key = ".".join(str(part) for part in error.absolute_path) or "(top level)"
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        allowed = set(error.schema.get("properties", {}))
+        unknown = sorted(set(error.instance) - allowed)
+        where = f"{key}." if error.absolute_path else ""
+        raise ConfigError(f"unknown config key {where}{unknown[0]}: allowed here: "
+                          f"{', '.join(sorted(allowed))}")
+    config_error(key, error.instance, error.message)
+
+
+# ---------------------------------------------------------------- config loading helpers
+
+
+def yaml_scalars(value):
+    """Nested values given with --config arrive as text ('0.1', 'null'): read
+    such text as the YAML number, boolean or null it spells."""
+    import yaml
+
+    if isinstance(value, Mapping):
+        return {key: yaml_scalars(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [yaml_scalars(item) for item in value]
+    if isinstance(value, str):
+        try:
+            parsed = yaml.safe_load(value)
+        except yaml.YAMLError:
+            return value
+        if parsed is None or isinstance(parsed, (bool, int, float)):
+            return parsed
+    return value

@@ -1,0 +1,365 @@
+"""The experiment model: from the validated config to runs, curves and figures.
+
+The workflow (``workflow/rules/common.smk``) calls
+:func:`cqb.pipeline.config_schema.validate_config` and :func:`build_plan` once at parse time; everything here is a pure function of
+the config dict, so it is tested without Snakemake (tests/test_pipeline_experiments.py).
+
+* A :class:`Run` is one (instance, horizon, policy label) with its seeds: one
+  run file per seed. Runs shared by several experiments are one Run.
+* A :class:`Curve` is one line of an experiment's table: a policy label at one
+  sweep value, over its seeds.
+* A :class:`FigureSpec` says which curves each panel of a figure draws, with
+  their legends; :mod:`cqb.figures.plotting` draws it from the aggregate tables.
+
+Policy parameters have one source of truth, the registry's parameter
+dataclasses: :mod:`cqb.pipeline.config_schema` derives their part of the config schema
+(types from the annotations), and their values are checked by the dataclass
+itself (``resolve_params``) when the runs are built.
+
+This module imports no numpy, pandas or jsonschema at import time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from ..dataclass_schema import parameter_fields
+from ..errors import ConfigError, config_error
+from .config_schema import SWEPT_INSTANCE_KEYS, _registry
+
+
+# ---------------------------------------------------------------- names
+
+INSTANCE_KEY_TAGS = dict(zip(SWEPT_INSTANCE_KEYS, ("K", "d", "lam", "eps", "acc")))  # in instance-id order
+SWEEP_SYMBOLS = {"slack": "ϵ", "n_servers": "K", "dim": "d", "arrival_rate": "λ",
+                 "bonus_scale": "c_β", "horizon": "T"}
+RESERVED_TABLES = ("regret_rates", "regret_slopes")  # Figure 5's tables beside the experiments'
+
+
+def format_value(value) -> str:
+    """A number as it appears in file names and tables: 0.7 → '0.7', 5.0 → '5'."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    text = repr(value)
+    return text[:-2] if text.endswith(".0") else text
+
+
+def instance_id(spec: Mapping) -> str:
+    """Readable canonical key of an instance spec, e.g. synth_K5_d5_lam0.7_eps0.1_acc0.005."""
+    if spec["kind"] == "synthetic":
+        return "_".join(["synth"] + [f"{tag}{format_value(spec[key])}"
+                                     for key, tag in INSTANCE_KEY_TAGS.items() if key in spec])
+    pool = Path(spec["pool"])
+    dataset = pool.parent.name if pool.stem == "instance" else pool.stem
+    return f"pool_{dataset}_lam{format_value(spec['arrival_rate'])}"
+
+
+# ---------------------------------------------------------------- the experiment model
+
+
+@dataclass(frozen=True)
+class Run:
+    """One (instance, horizon, policy label): one run file per seed."""
+
+    instance_id: str
+    horizon: int
+    label: str
+    policy: str
+    params: dict  # every parameter of the policy, defaults included (null = derived per run)
+    instance: dict
+    seeds: tuple[int, ...]
+    experiments: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Curve:
+    """A policy label at one sweep value within an experiment, over its seeds."""
+
+    experiment: str
+    label: str  # the run label, e.g. cqb_opt.bonus_scale0.1
+    base_label: str  # the label in the config, e.g. cqb_opt
+    policy: str
+    display: str
+    params: dict
+    instance: dict
+    instance_id: str
+    horizon: int
+    sweep_param: str  # "" without a sweep
+    sweep_value: object  # None without a sweep
+    seeds: tuple[int, ...]
+
+    @property
+    def sweep_text(self) -> str:
+        return "" if self.sweep_value is None else format_value(self.sweep_value)
+
+    @property
+    def run_key(self) -> tuple[str, str, str]:
+        return self.instance_id, str(self.horizon), self.label
+
+
+@dataclass(frozen=True)
+class PanelCurve:
+    policy: str  # run label: the table's `policy` column
+    sweep_value: str  # as in the table
+    display: str
+    legend: str
+    swept: bool = True  # False: a reference (the oracle) that does not take the swept parameter
+
+
+@dataclass(frozen=True)
+class Panel:
+    title: str
+    experiment: str
+    sweep_param: str
+    curves: tuple[PanelCurve, ...]
+    yscale: str = "linear"
+    ylim: tuple | None = None
+
+
+# the bands that go with each centre line: ±1 sd or se around a mean, the
+# interquartile range around a median
+BANDS = {"mean": ("sd", "se", "none"), "median": ("iqr", "none")}
+
+
+@dataclass(frozen=True)
+class FigureSpec:
+    name: str
+    title: str
+    panels: tuple[Panel, ...]
+    band: str = "sd"  # see BANDS
+    panel_width: float = 4.2
+    panel_height: float = 3.4
+    dpi: int = 150
+    center: str = "mean"  # the line: mean or median over seeds
+
+    @property
+    def experiments(self) -> list[str]:
+        return sorted({panel.experiment for panel in self.panels})
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything the workflow runs and draws, from one config."""
+
+    runs: dict  # Curve.run_key → Run
+    curves: dict  # experiment → [Curve] in config order
+    figures: dict  # figure name → FigureSpec
+    rates_experiment: str | None
+
+    def run_files(self, curve: Curve, run_file: str) -> list[str]:
+        return [run_file.format(instance_id=curve.instance_id, horizon=curve.horizon,
+                                policy=curve.label, seed=seed) for seed in curve.seeds]
+
+    def rates_runs(self, run_file: str) -> list[tuple[str, int, int, str]]:
+        """(label, T, seed, run file) of every run of the rates experiment, in config order."""
+        return [(curve.label, curve.horizon, seed, path) for curve in self.curves[self.rates_experiment]
+                for seed, path in zip(curve.seeds, self.run_files(curve, run_file))]
+
+
+def _accepted(policy: str) -> set[str]:
+    return {item.name for item in fields(_registry()[policy].params)}
+
+
+def _defaults(policy: str) -> dict:
+    return {key: default for key, (_, default) in parameter_fields(_registry()[policy].params).items()}
+
+
+def resolve_label(config: Mapping, label: str, experiment_name: str) -> tuple[str, dict, str]:
+    """(policy name, every parameter, display name) of a label within an experiment:
+    the dataclass defaults, then defaults.policy_params (the keys the policy
+    takes), defaults.per_policy, the variant's params, the experiment's."""
+    variants = config["policy_variants"]
+    if label in variants:
+        policy, variant_params = variants[label]["policy"], variants[label].get("params", {})
+    else:
+        policy, variant_params = label, {}
+    registry = _registry()
+    if policy not in registry:
+        config_error(f"experiments.{experiment_name}.policies", label,
+                     f"unknown policy; known: {', '.join(sorted(registry))}")
+    display = variants[label].get("display", label) if label in variants else registry[policy].display_name
+    accepted = _accepted(policy)
+    defaults = config["defaults"]
+    params = _defaults(policy)
+    params.update({k: v for k, v in defaults["policy_params"].items() if k in accepted})
+    params.update(defaults["per_policy"].get(policy, {}))
+    params.update(variant_params)
+    params.update(config["experiments"][experiment_name]["policy_params"].get(label, {}))
+    unknown = sorted(set(params) - accepted)
+    if unknown:
+        config_error(f"parameters of policy {label!r} (experiment {experiment_name})", unknown,
+                     f"{policy} accepts only {sorted(accepted) or 'no parameters'}")
+    return policy, params, display
+
+
+def check_values(policy: str, params: dict, instance: Mapping, horizon: int, key: str) -> None:
+    """The policy's dataclass checks the values, with the run's K, d, T, λ and ϵ
+    (a pool instance's K and d are known only once its file is built: 1 here,
+    which no parameter check depends on; its slack is unknown, as in a run)."""
+    from ..sim.policies import PolicyEnv, resolve_params
+
+    synthetic = instance["kind"] == "synthetic"
+    n_servers = instance.get("n_servers", 1)
+    # Both kinds know θ*, hence ‖θ*_k‖ (norm_bound_kind "per_server"); its values do not matter here.
+    env = PolicyEnv(n_servers=n_servers, dim=instance.get("dim", 1), horizon=horizon,
+                    arrival_rate=instance["arrival_rate"], slack=instance.get("slack") if synthetic else None,
+                    norm_bound=None if synthetic else 1.0, server_norm_bounds=(1.0,) * n_servers)
+    try:
+        resolve_params(policy, params, env)
+    except (ValueError, TypeError) as error:
+        raise ConfigError(f"invalid config value {key}: {error}") from None
+
+
+def expand_experiment(config: Mapping, name: str) -> list[Curve]:
+    """The curves of an experiment: one per (label, sweep value), in config order."""
+    experiment = config["experiments"][name]
+    labels = list(experiment["policies"]) + list(experiment["variants"])
+    for label in experiment["variants"]:
+        if label not in config["policy_variants"]:
+            config_error(f"experiments.{name}.variants", label, "not a key of policy_variants")
+    for label in experiment["policy_params"]:
+        if label not in labels:
+            config_error(f"experiments.{name}.policy_params", label, f"not a policy of this experiment ({labels})")
+    resolved = {label: resolve_label(config, label, name) for label in labels}
+    sweep = experiment["sweep"] or {}
+    sweep_param, sweep_values = next(iter(sweep.items())) if sweep else ("", [None])
+    policy_sweep = bool(sweep_param) and sweep_param != "horizon" and sweep_param not in SWEPT_INSTANCE_KEYS
+    if policy_sweep and not any(sweep_param in _accepted(policy) for policy, _, _ in resolved.values()):
+        config_error(f"experiments.{name}.sweep", sweep_param, f"no policy of the experiment takes it ({labels})")
+    seeds_by_horizon = {}
+    for key, n_seeds in experiment["seeds_by_horizon"].items():
+        if sweep_param != "horizon":
+            config_error(f"experiments.{name}.seeds_by_horizon", key, "needs a horizon sweep")
+        try:
+            seeds_by_horizon[int(key)] = n_seeds  # YAML gives an int key, --config a string
+        except ValueError:
+            config_error(f"experiments.{name}.seeds_by_horizon", key, "not an integer horizon")
+        # a horizon not swept is ignored: a layered config (smoke.yaml) may sweep other horizons
+    curves = []
+    for label, (policy, params, display) in resolved.items():
+        for value in sweep_values:
+            instance, run_label, run_params = dict(experiment["instance"]), label, dict(params)
+            horizon, n_seeds = experiment["horizon"], experiment["seeds"]
+            if sweep_param == "horizon":
+                # one set of runs per T: ε = T^(−1/2), τ and δ = 1/T are resolved from each run's T
+                horizon, n_seeds = value, seeds_by_horizon.get(value, n_seeds)
+            elif sweep_param in SWEPT_INSTANCE_KEYS:
+                instance[sweep_param] = value
+            elif sweep_param in run_params:
+                run_params[sweep_param] = value
+                if run_params != params:  # the label's own value keeps the plain label (one set of runs)
+                    run_label = f"{label}.{sweep_param}{format_value(value)}"
+            # (a policy that does not take a swept parameter, e.g. the oracle under a
+            # bonus_scale sweep, gets the same runs at every value)
+            if instance["kind"] == "synthetic" and instance["arrival_rate"] + instance["slack"] >= 1:
+                config_error(f"experiments.{name}.instance.arrival_rate + slack",
+                             instance["arrival_rate"] + instance["slack"],
+                             "must be < 1 (no service probability reaches it)")
+            first = experiment["first_seed"]
+            curves.append(Curve(name, run_label, label, policy, display, run_params, instance,
+                                instance_id(instance), horizon, sweep_param, value,
+                                tuple(range(first, first + n_seeds))))
+    return curves
+
+
+def collect_runs(curves: dict) -> dict:
+    """Each distinct (instance, horizon, label) once, whichever experiments
+    share it; the same label with other parameters is an error."""
+    runs = {}
+    for name, experiment_curves in curves.items():
+        for curve in experiment_curves:
+            key = curve.run_key
+            if key in runs:
+                run = runs[key]
+                if (run.policy, run.params, run.instance) != (curve.policy, curve.params, curve.instance):
+                    raise ConfigError(
+                        f"experiments {run.experiments[0]} and {name} both run {curve.label!r} on "
+                        f"{curve.instance_id} (T = {curve.horizon}) with different parameters "
+                        f"({run.params} vs {curve.params}); give one of them a policy_variants label")
+                runs[key] = Run(run.instance_id, run.horizon, run.label, run.policy, run.params, run.instance,
+                                tuple(sorted(set(run.seeds) | set(curve.seeds))),
+                                tuple(dict.fromkeys(run.experiments + (name,))))
+            else:
+                runs[key] = Run(curve.instance_id, curve.horizon, curve.label, curve.policy, curve.params,
+                                curve.instance, curve.seeds, (name,))
+    for run in runs.values():
+        check_values(run.policy, run.params, run.instance, run.horizon,
+                     f"experiments.{run.experiments[0]} parameters of {run.label} (T = {run.horizon})")
+    return runs
+
+
+def figure_spec(config: Mapping, curves: dict, figure_name: str) -> FigureSpec:
+    """Panels of a figure with their curves, legends and reference curves."""
+    figure = config["figures"][figure_name]
+    panels = []
+    for index, panel in enumerate(figure["panels"]):
+        key = f"figures.{figure_name}.panels[{index}]"
+        experiment = panel["experiment"]
+        if experiment not in curves:
+            config_error(f"{key}.experiment", experiment, f"not an experiment ({', '.join(curves)})")
+        experiment_curves = curves[experiment]
+        base_labels = list(dict.fromkeys(c.base_label for c in experiment_curves))
+        labels = panel.get("policies", base_labels)
+        for label in labels:
+            if label not in base_labels:
+                config_error(f"{key}.policies", label, f"not run in experiment {experiment} ({base_labels})")
+        values = list(dict.fromkeys(c.sweep_value for c in experiment_curves))
+        wanted = panel.get("sweep_values", values)
+        for value in wanted:
+            if value not in values:
+                config_error(f"{key}.sweep_values", value, f"not a sweep value of {experiment} ({values})")
+        sweep_param = experiment_curves[0].sweep_param
+        symbol = SWEEP_SYMBOLS.get(sweep_param, sweep_param)
+        policy_of = {c.base_label: c.policy for c in experiment_curves}
+        # a label that does not take a swept policy parameter (the oracle under a
+        # bonus_scale sweep) has one run set for every value: drawn once, as a reference
+        fixed = {label for label in labels
+                 if sweep_param and sweep_param != "horizon" and sweep_param not in SWEPT_INSTANCE_KEYS
+                 and sweep_param not in _accepted(policy_of[label])}
+        n_swept = len(set(labels) - fixed)
+        selected = []
+        for label in labels:
+            for value in wanted[:1] if label in fixed else wanted:
+                curve = next(c for c in experiment_curves if c.base_label == label and c.sweep_value == value)
+                if not sweep_param or label in fixed:
+                    legend = curve.display
+                elif n_swept == 1:
+                    legend = f"{symbol} = {format_value(value)}"
+                else:
+                    legend = f"{curve.display}, {symbol} = {format_value(value)}"
+                selected.append(PanelCurve(curve.label, curve.sweep_text, curve.display, legend,
+                                           label not in fixed))
+        ylim = panel.get("ylim")
+        panels.append(Panel(panel.get("title", experiment), experiment, sweep_param, tuple(selected),
+                            panel["yscale"], tuple(ylim) if ylim else None))
+    center, band = figure["center"], figure["band"]
+    if band not in BANDS[center]:
+        config_error(f"figures.{figure_name}.band", band,
+                     f"does not go with center {center} (its bands: {', '.join(BANDS[center])})")
+    return FigureSpec(figure_name, figure.get("title", figure_name), tuple(panels), band,
+                      figure["panel_width"], figure["panel_height"], figure["dpi"], center)
+
+
+def check_rates(config: Mapping, curves: dict) -> str | None:
+    """The experiment Figure 5 summarises (None: no Figure 5)."""
+    for reserved in RESERVED_TABLES:
+        if reserved in config["experiments"]:  # its tidy table would be Figure 5's table
+            config_error("experiments", reserved, "reserved for Figure 5's tables; rename the experiment")
+    name = config["rates"]["experiment"]
+    if name is None:
+        return None
+    if name not in curves:
+        config_error("rates.experiment", name, f"not an experiment ({', '.join(curves)})")
+    if curves[name][0].sweep_param != "horizon":
+        config_error("rates.experiment", name, "needs a horizon sweep (sweep: {horizon: [...]})")
+    return name
+
+
+def build_plan(config: Mapping) -> Plan:
+    """Runs, curves and figure specs of a validated config (see validate_config)."""
+    curves = {name: expand_experiment(config, name) for name in config["experiments"]}
+    runs = collect_runs(curves)
+    figures = {name: figure_spec(config, curves, name) for name in config["figures"]}
+    return Plan(runs, curves, figures, check_rates(config, curves))

@@ -1,0 +1,89 @@
+"""The config side of the verdicts: claim specs, tuning set-up and checks.
+
+Pure functions of the validated config and the plan (:mod:`cqb.pipeline.experiments`),
+so the workflow's rules stay thin and the checks are tested without Snakemake.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ..analysis.claims import ClaimSpec
+from .config_schema import SWEPT_INSTANCE_KEYS
+from .experiments import ConfigError, config_error, format_value, resolve_label
+
+
+def claim_specs(config: Mapping, plan) -> list[ClaimSpec]:
+    """The ``claims`` of the config as ClaimSpecs, each checked against the
+    plan: its experiment exists, runs its policies and has its sweep values."""
+    specs = []
+    for index, entry in enumerate(config.get("claims", [])):
+        key = f"claims[{index}] ({entry['name']})"
+        experiment = entry["experiment"]
+        if experiment not in plan.curves:
+            config_error(f"{key}.experiment", experiment, f"not an experiment ({', '.join(plan.curves)})")
+        curves = plan.curves[experiment]
+        labels = {curve.label for curve in curves}
+        for policy in entry["policies"]:
+            if policy not in labels:
+                config_error(f"{key}.policies", policy, f"not run in experiment {experiment} ({sorted(labels)})")
+        values = {curve.sweep_text for curve in curves}
+        sweep_values = tuple(format_value(v) if not isinstance(v, str) else v
+                             for v in entry.get("sweep_values", ()))
+        for value in sweep_values:
+            if value not in values:
+                config_error(f"{key}.sweep_values", value, f"not a sweep value of {experiment} ({sorted(values)})")
+        try:
+            specs.append(ClaimSpec(name=entry["name"], statement=entry["statement"], kind=entry["kind"],
+                                   experiment=experiment, policies=tuple(entry["policies"]),
+                                   figure=entry.get("figure", ""),
+                                   metric=entry.get("metric", "tail_regret"),
+                                   direction=entry.get("direction", "increasing"),
+                                   sweep_values=sweep_values, threshold=float(entry.get("threshold", 0.0)),
+                                   source=entry.get("source", "paper")))
+        except ValueError as error:
+            raise ConfigError(f"invalid config value {key}: {error}") from None
+    names = [spec.name for spec in specs]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        config_error("claims", duplicates, "claim names must be unique")
+    return specs
+
+
+def claim_experiments(specs) -> list[str]:
+    return list(dict.fromkeys(spec.experiment for spec in specs))
+
+
+def tuning_setup(config: Mapping, plan) -> tuple[list[str], dict]:
+    """(tuning experiments, configured values) where configured values are
+    {policy: {tuned parameter: value}} as the reference experiment's config
+    resolves them. Refuses tuning seeds that any other experiment uses."""
+    tuning = config.get("tuning", {})
+    experiments = list(tuning.get("experiments", []))
+    for name in experiments:
+        if name not in plan.curves:
+            config_error("tuning.experiments", name, f"not an experiment ({', '.join(plan.curves)})")
+        curves = plan.curves[name]
+        tuned_param = curves[0].sweep_param
+        if not tuned_param or tuned_param == "horizon" or tuned_param in SWEPT_INSTANCE_KEYS:
+            config_error("tuning.experiments", name, "needs a sweep over a policy parameter (the grid)")
+    tuning_seeds = {seed for name in experiments for curve in plan.curves[name] for seed in curve.seeds}
+    for other, curves in plan.curves.items():
+        if other in experiments:
+            continue
+        shared = tuning_seeds & {seed for curve in curves for seed in curve.seeds}
+        if shared:
+            config_error(f"experiments.{other}", f"seeds {sorted(shared)[:5]}…",
+                         "shared with the tuning experiments; tuning seeds must be disjoint from every "
+                         "reported seed (move first_seed)")
+    reference = tuning.get("reference")
+    configured: dict[str, dict] = {}
+    if reference is not None:
+        if reference not in config["experiments"]:
+            config_error("tuning.reference", reference, f"not an experiment ({', '.join(plan.curves)})")
+        for name in experiments:
+            param = plan.curves[name][0].sweep_param
+            for label in dict.fromkeys(curve.base_label for curve in plan.curves[name]):
+                _, params, _ = resolve_label(config, label, reference)
+                configured.setdefault(label, {})[param] = params.get(param)
+    return experiments, configured

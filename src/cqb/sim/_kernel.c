@@ -1,0 +1,616 @@
+/* Compiled twin of the CQB policies' per-round work (cqb.estimation.LogisticEstimator
+ * and cqb.policies.optimistic.OptimisticScorer with kernel = "compiled").
+ *
+ * The Python classes own every array; a Core holds buffers on them and updates
+ * them in place, so everything a test or a policy reads (θ, V⁻¹, widths, the
+ * cached scores) stays a numpy array. The numpy path (kernel = "numpy") is the
+ * reference: tests run both on the same data and compare every round.
+ *
+ * What is here: the cached UCB refresh and argmax, the estimator update (store
+ * the sample; an exact warm-started Newton refit on the geometric schedule,
+ * else one online Newton step with Sherman–Morrison on V⁻¹ and H⁻¹) and the
+ * confidence width. What is not: the projection onto the ball (rare; Python
+ * runs it with scipy when update() reports the MLE outside the ball).
+ *
+ * Plain C over the buffer protocol: no numpy headers at build time. Loops sum
+ * in a fixed order; build with -ffp-contract=off so the results do not depend on
+ * whether the target has FMA.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define REFITTED 1
+#define OUTSIDE_BALL 2
+
+typedef struct {
+    PyObject_HEAD
+    Py_ssize_t n_servers, dim, capacity;
+    /* estimator state (owned by LogisticEstimator) */
+    Py_buffer views[14];
+    int n_views;
+    double *features;   /* (K, capacity, d) */
+    double *outcomes;   /* (K, capacity) */
+    int64_t *counts;    /* (K,) */
+    double *mle;        /* (K, d) */
+    double *theta;      /* (K, d) */
+    double *inverses;   /* (K, 2, d, d): V⁻¹, H⁻¹ */
+    int64_t *next_refit;/* (K,) */
+    double *widths;     /* (K,) β_k */
+    double *norm_bounds;/* (K,) S_k */
+    double reg, kappa, delta, ridge, newton_tol, refit_growth;
+    Py_ssize_t newton_max_iter, refit_min_samples;
+    double *work;       /* scratch: 6d + 2d² doubles, plus capacity */
+    Py_ssize_t *index;  /* scratch: d indices */
+    /* scorer state (owned by OptimisticScorer; absent for a bare estimator) */
+    int has_scorer;
+    double *contexts;   /* (N, d) */
+    double *means, *bonuses, *ucb; /* (N, K) */
+    unsigned char *stale;          /* (K,) bool */
+    Py_ssize_t n_contexts, scored_until;
+    double bonus_scale;
+} Core;
+
+static double logistic(double z) { return 0.5 * (1.0 + tanh(0.5 * z)); }
+
+/* Four partial sums (indices ≡ j mod 4), then (s0 + s1) + (s2 + s3): a fixed
+ * order, and four independent chains instead of one for the pipeline. */
+static double dot(const double *a, const double *b, Py_ssize_t n) {
+    double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+    Py_ssize_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        s0 += a[i] * b[i];
+        s1 += a[i + 1] * b[i + 1];
+        s2 += a[i + 2] * b[i + 2];
+        s3 += a[i + 3] * b[i + 3];
+    }
+    for (; i < n; i++) s0 += a[i] * b[i];
+    return (s0 + s1) + (s2 + s3);
+}
+
+/* Indices of the non-zero entries of x: one-hot and pixel features are mostly
+ * zeros, and a zero term adds exactly nothing to a sum, so skipping it changes
+ * no result. */
+static Py_ssize_t nonzeros(const double *x, Py_ssize_t d, Py_ssize_t *index) {
+    Py_ssize_t m = 0;
+    for (Py_ssize_t a = 0; a < d; a++)
+        if (x[a] != 0.0) index[m++] = a;
+    return m;
+}
+
+/* y = M x for a symmetric d×d M (row-major). */
+static void matvec(const double *m, const double *x, double *y, Py_ssize_t d) {
+    for (Py_ssize_t a = 0; a < d; a++) y[a] = dot(m + a * d, x, d);
+}
+
+/* Take a writable C-contiguous buffer of ``count`` items of ``itemsize`` bytes. */
+static void *take(Core *self, PyObject *obj, const char *name, Py_ssize_t count, Py_ssize_t itemsize,
+                  int writable) {
+    Py_buffer *view = &self->views[self->n_views];
+    if (PyObject_GetBuffer(obj, view, (writable ? PyBUF_WRITABLE : 0) | PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
+        PyErr_Format(PyExc_TypeError, "cqb.sim._kernel: %s must be a%s C-contiguous array", name,
+                     writable ? " writable" : "");
+        return NULL;
+    }
+    self->n_views++;
+    if (view->itemsize != itemsize || view->len != count * itemsize) {
+        PyErr_Format(PyExc_ValueError, "cqb.sim._kernel: %s has %zd items of %zd bytes, expected %zd of %zd",
+                     name, view->len / (view->itemsize ? view->itemsize : 1), view->itemsize, count, itemsize);
+        return NULL;
+    }
+    return view->buf;
+}
+
+static void core_release(Core *self) {
+    for (int i = 0; i < self->n_views; i++) PyBuffer_Release(&self->views[i]);
+    self->n_views = 0;
+    PyMem_Free(self->work);
+    self->work = NULL;
+    PyMem_Free(self->index);
+    self->index = NULL;
+}
+
+static void core_dealloc(Core *self) {
+    core_release(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int core_init(Core *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"features", "outcomes", "counts", "mle", "theta", "inverses", "next_refit",
+                             "widths", "norm_bounds", "reg", "kappa", "delta", "ridge", "newton_tol",
+                             "newton_max_iter", "refit_growth", "refit_min_samples", NULL};
+    PyObject *o[9];
+    core_release(self);
+    self->has_scorer = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOOOOOOOdddddndn", kwlist, &o[0], &o[1], &o[2], &o[3],
+                                     &o[4], &o[5], &o[6], &o[7], &o[8], &self->reg, &self->kappa,
+                                     &self->delta, &self->ridge, &self->newton_tol, &self->newton_max_iter,
+                                     &self->refit_growth, &self->refit_min_samples))
+        return -1;
+    /* Shapes come from mle (K, d) and outcomes (K, capacity). */
+    Py_buffer probe;
+    if (PyObject_GetBuffer(o[3], &probe, PyBUF_ND) < 0) return -1;
+    if (probe.ndim != 2) { PyBuffer_Release(&probe); PyErr_SetString(PyExc_ValueError, "cqb.sim._kernel: mle must be 2-D"); return -1; }
+    self->n_servers = probe.shape[0];
+    self->dim = probe.shape[1];
+    PyBuffer_Release(&probe);
+    if (PyObject_GetBuffer(o[1], &probe, PyBUF_ND) < 0) return -1;
+    if (probe.ndim != 2) { PyBuffer_Release(&probe); PyErr_SetString(PyExc_ValueError, "cqb.sim._kernel: outcomes must be 2-D"); return -1; }
+    self->capacity = probe.shape[1];
+    PyBuffer_Release(&probe);
+    Py_ssize_t K = self->n_servers, d = self->dim, n = self->capacity;
+    if (!(self->features = take(self, o[0], "features", K * n * d, 8, 1))) return -1;
+    if (!(self->outcomes = take(self, o[1], "outcomes", K * n, 8, 1))) return -1;
+    if (!(self->counts = take(self, o[2], "counts", K, 8, 1))) return -1;
+    if (!(self->mle = take(self, o[3], "mle", K * d, 8, 1))) return -1;
+    if (!(self->theta = take(self, o[4], "theta", K * d, 8, 1))) return -1;
+    if (!(self->inverses = take(self, o[5], "inverses", K * 2 * d * d, 8, 1))) return -1;
+    if (!(self->next_refit = take(self, o[6], "next_refit", K, 8, 1))) return -1;
+    if (!(self->widths = take(self, o[7], "widths", K, 8, 1))) return -1;
+    if (!(self->norm_bounds = take(self, o[8], "norm_bounds", K, 8, 1))) return -1;
+    self->work = PyMem_Malloc(sizeof(double) * (size_t)(6 * d + 2 * d * d + n + 1));
+    self->index = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(d + 1));
+    if (!self->work || !self->index) { PyErr_NoMemory(); return -1; }
+    return 0;
+}
+
+/* Cholesky factor L (lower, row-major) of the symmetric positive definite a, in place of l. */
+static int cholesky(const double *a, double *l, Py_ssize_t d) {
+    for (Py_ssize_t i = 0; i < d; i++) {
+        for (Py_ssize_t j = 0; j <= i; j++) {
+            double s = a[i * d + j];
+            for (Py_ssize_t m = 0; m < j; m++) s -= l[i * d + m] * l[j * d + m];
+            if (i == j) {
+                if (!(s > 0.0)) return -1;
+                l[i * d + i] = sqrt(s);
+            } else {
+                l[i * d + j] = s / l[j * d + j];
+            }
+        }
+        for (Py_ssize_t j = i + 1; j < d; j++) l[i * d + j] = 0.0;
+    }
+    return 0;
+}
+
+/* Solve L Lᵀ x = b in place of b. */
+static void cholesky_solve(const double *l, double *b, Py_ssize_t d) {
+    for (Py_ssize_t i = 0; i < d; i++) {
+        double s = b[i];
+        for (Py_ssize_t m = 0; m < i; m++) s -= l[i * d + m] * b[m];
+        b[i] = s / l[i * d + i];
+    }
+    for (Py_ssize_t i = d - 1; i >= 0; i--) {
+        double s = b[i];
+        for (Py_ssize_t m = i + 1; m < d; m++) s -= l[m * d + i] * b[m];
+        b[i] = s / l[i * d + i];
+    }
+}
+
+/* out = a⁻¹ for a symmetric positive definite a, by Cholesky: L⁻¹ column by
+ * column (L y = e_j has y_i = 0 for i < j), then a⁻¹ = L⁻ᵀL⁻¹ with each entry
+ * computed once for both triangles, so the result is exactly symmetric (the
+ * numpy path symmetrises its inverse instead). a is overwritten. */
+static int symmetric_inverse(double *a, double *out, double *l, Py_ssize_t d) {
+    if (cholesky(a, l, d) < 0) return -1;
+    for (Py_ssize_t j = 0; j < d; j++) {
+        for (Py_ssize_t i = 0; i < j; i++) out[i * d + j] = 0.0;
+        out[j * d + j] = 1.0 / l[j * d + j];
+        for (Py_ssize_t i = j + 1; i < d; i++) {
+            double s = 0.0;
+            for (Py_ssize_t m = j; m < i; m++) s -= l[i * d + m] * out[m * d + j];
+            out[i * d + j] = s / l[i * d + i];
+        }
+    }
+    for (Py_ssize_t i = 0; i < d; i++)
+        for (Py_ssize_t j = i; j < d; j++) {
+            double s = 0.0;
+            for (Py_ssize_t m = j; m < d; m++) s += out[m * d + i] * out[m * d + j];
+            a[i * d + j] = s;
+            a[j * d + i] = s;
+        }
+    memcpy(out, a, sizeof(double) * (size_t)(d * d));
+    return 0;
+}
+
+/* h = Σ w_i x_i x_iᵀ + diag_add·I over the n rows of x (upper triangle summed, then mirrored). */
+static void weighted_gram(const double *x, const double *w, Py_ssize_t n, Py_ssize_t d, double diag_add, double *h,
+                          Py_ssize_t *index) {
+    memset(h, 0, sizeof(double) * (size_t)(d * d));
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const double *row = x + i * d;
+        double wi = w ? w[i] : 1.0;
+        Py_ssize_t m = nonzeros(row, d, index);
+        for (Py_ssize_t p = 0; p < m; p++) {
+            Py_ssize_t a = index[p];
+            double wa = wi * row[a];
+            double *h_row = h + a * d;
+            for (Py_ssize_t q = p; q < m; q++) h_row[index[q]] += wa * row[index[q]];
+        }
+    }
+    for (Py_ssize_t a = 0; a < d; a++) {
+        h[a * d + a] += diag_add;
+        for (Py_ssize_t b = a + 1; b < d; b++) h[b * d + a] = h[a * d + b];
+    }
+}
+
+static int fail_not_positive_definite(Py_ssize_t server) {
+    PyErr_Format(PyExc_ArithmeticError,
+                 "cqb.sim._kernel: server %zd's Hessian or design matrix is not positive definite", server);
+    return -1;
+}
+
+/* Exact warm-started Newton refit of server k on its data, then V⁻¹ and H⁻¹ rebuilt. */
+static int refit(Core *self, Py_ssize_t k) {
+    Py_ssize_t d = self->dim, n = (Py_ssize_t)self->counts[k];
+    const double *x = self->features + k * self->capacity * d;
+    const double *y = self->outcomes + k * self->capacity;
+    double *theta = self->mle + k * d;
+    double *grad = self->work;
+    double *h = self->work + 6 * d, *l = h + d * d;
+    double *w = l + d * d; /* n weights */
+    for (Py_ssize_t it = 0; it < self->newton_max_iter; it++) {
+        for (Py_ssize_t a = 0; a < d; a++) grad[a] = self->reg * theta[a];
+        for (Py_ssize_t i = 0; i < n; i++) {
+            double p = logistic(dot(x + i * d, theta, d));
+            double r = p - y[i];
+            w[i] = p * (1.0 - p);
+            for (Py_ssize_t a = 0; a < d; a++) grad[a] += r * x[i * d + a];
+        }
+        weighted_gram(x, w, n, d, self->reg, h, self->index);
+        if (cholesky(h, l, d) < 0) return fail_not_positive_definite(k);
+        cholesky_solve(l, grad, d); /* grad now holds the Newton step */
+        double longest = 0.0;
+        for (Py_ssize_t a = 0; a < d; a++) {
+            theta[a] -= grad[a];
+            double size = fabs(grad[a]);
+            if (size > longest) longest = size;
+        }
+        if (longest < self->newton_tol) break; /* the next step would be quadratically shorter */
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        double p = logistic(dot(x + i * d, theta, d));
+        w[i] = p * (1.0 - p);
+    }
+    double *inv = self->inverses + k * 2 * d * d;
+    weighted_gram(x, w, n, d, self->reg, h, self->index);
+    if (symmetric_inverse(h, inv + d * d, l, d) < 0) return fail_not_positive_definite(k);
+    weighted_gram(x, NULL, n, d, self->ridge, h, self->index);
+    if (symmetric_inverse(h, inv, l, d) < 0) return fail_not_positive_definite(k);
+    return 0;
+}
+
+/* Sherman–Morrison on V⁻¹ (weight 1) and, if weight > 0, H⁻¹ (weight μ̇); hx ← H⁻¹x after. */
+static void rank_one(Core *self, Py_ssize_t k, const double *x, double weight, double *hx) {
+    Py_ssize_t d = self->dim;
+    double *v_inv = self->inverses + k * 2 * d * d, *h_inv = v_inv + d * d;
+    double *u = self->work + 2 * d, *uh = self->work + 3 * d;
+    matvec(v_inv, x, u, d);
+    double scale = 1.0 / sqrt(1.0 + dot(u, x, d));
+    if (weight > 0.0) {
+        matvec(h_inv, x, uh, d);
+        double scale_h = 1.0 / sqrt(1.0 / weight + dot(uh, x, d));
+        for (Py_ssize_t a = 0; a < d; a++) uh[a] *= scale_h;
+        for (Py_ssize_t a = 0; a < d; a++)
+            for (Py_ssize_t b = 0; b < d; b++) h_inv[a * d + b] -= uh[a] * uh[b];
+    }
+    /* u = mx·s, so outer(u, u) is exactly symmetric and V⁻¹ stays symmetric */
+    for (Py_ssize_t a = 0; a < d; a++) u[a] *= scale;
+    for (Py_ssize_t a = 0; a < d; a++)
+        for (Py_ssize_t b = 0; b < d; b++) v_inv[a * d + b] -= u[a] * u[b];
+    matvec(h_inv, x, hx, d);
+}
+
+static double confidence_width(Core *self, int64_t n_samples, double norm_bound) {
+    double inner = (double)(2 * self->dim) * log1p((double)n_samples / (self->kappa * self->reg * (double)self->dim));
+    inner += log((double)self->n_servers / self->delta);
+    return 0.5 * self->kappa * (sqrt(inner) + norm_bound * sqrt(self->reg));
+}
+
+/* The estimator update of one sample; returns REFITTED | OUTSIDE_BALL flags or -1. */
+static int update(Core *self, Py_ssize_t k, const double *x, double outcome) {
+    Py_ssize_t d = self->dim;
+    if (k < 0 || k >= self->n_servers) {
+        PyErr_Format(PyExc_IndexError, "cqb.sim._kernel: server %zd out of range (K = %zd)", k, self->n_servers);
+        return -1;
+    }
+    int64_t n = self->counts[k] + 1;
+    if (n > self->capacity) {
+        PyErr_Format(PyExc_IndexError, "cqb.sim._kernel: server %zd has room for %zd samples", k, self->capacity);
+        return -1;
+    }
+    memcpy(self->features + (k * self->capacity + (n - 1)) * d, x, sizeof(double) * (size_t)d);
+    self->outcomes[k * self->capacity + (n - 1)] = outcome;
+    self->counts[k] = n;
+    double *mle = self->mle + k * d;
+    int flags = 0;
+    if (n >= self->next_refit[k]) {
+        if (refit(self, k) < 0) return -1;
+        int64_t growth = (int64_t)ceil((double)n * self->refit_growth);
+        self->next_refit[k] = n < self->refit_min_samples ? n + 1 : n + (growth > 1 ? growth : 1);
+        flags |= REFITTED;
+    } else {
+        double *hx = self->work + 4 * d;
+        double prob = 1.0 / (1.0 + exp(-dot(x, mle, d)));
+        rank_one(self, k, x, prob * (1.0 - prob), hx);
+        /* one Newton step on (quadratic model of the old data) + the new sample */
+        double residual = prob - outcome;
+        for (Py_ssize_t a = 0; a < d; a++) mle[a] -= residual * hx[a];
+    }
+    double bound = self->norm_bounds[k];
+    if (sqrt(dot(mle, mle, d)) > bound)
+        flags |= OUTSIDE_BALL; /* the caller projects into theta[k] */
+    else
+        memcpy(self->theta + k * d, mle, sizeof(double) * (size_t)d);
+    self->widths[k] = confidence_width(self, n, bound);
+    return flags;
+}
+
+static PyObject *core_update(Core *self, PyObject *args) {
+    Py_ssize_t k;
+    Py_buffer x;
+    double outcome;
+    if (!PyArg_ParseTuple(args, "ny*d", &k, &x, &outcome)) return NULL;
+    if (x.len != self->dim * (Py_ssize_t)sizeof(double) || !PyBuffer_IsContiguous(&x, 'C')) {
+        PyBuffer_Release(&x);
+        PyErr_Format(PyExc_ValueError, "cqb.sim._kernel: x must be %zd contiguous float64 values", self->dim);
+        return NULL;
+    }
+    int flags = update(self, k, (const double *)x.buf, outcome);
+    PyBuffer_Release(&x);
+    if (flags < 0) return NULL;
+    return PyLong_FromLong(flags);
+}
+
+static PyObject *core_attach_scorer(Core *self, PyObject *args) {
+    PyObject *o[5];
+    if (self->has_scorer) { PyErr_SetString(PyExc_RuntimeError, "cqb.sim._kernel: a scorer is attached already"); return NULL; }
+    if (!PyArg_ParseTuple(args, "OOOOOd", &o[0], &o[1], &o[2], &o[3], &o[4], &self->bonus_scale)) return NULL;
+    Py_buffer probe;
+    if (PyObject_GetBuffer(o[0], &probe, PyBUF_ND) < 0) return NULL;
+    self->n_contexts = probe.ndim == 2 ? probe.shape[0] : -1;
+    PyBuffer_Release(&probe);
+    if (self->n_contexts < 0) { PyErr_SetString(PyExc_ValueError, "cqb.sim._kernel: contexts must be 2-D"); return NULL; }
+    Py_ssize_t N = self->n_contexts, K = self->n_servers;
+    if (!(self->contexts = take(self, o[0], "contexts", N * self->dim, 8, 0))) return NULL;
+    if (!(self->means = take(self, o[1], "means", N * K, 8, 1))) return NULL;
+    if (!(self->bonuses = take(self, o[2], "bonuses", N * K, 8, 1))) return NULL;
+    if (!(self->ucb = take(self, o[3], "ucb", N * K, 8, 1))) return NULL;
+    if (!(self->stale = take(self, o[4], "stale", K, 1, 1))) return NULL;
+    self->scored_until = 0;
+    self->has_scorer = 1;
+    Py_RETURN_NONE;
+}
+
+static void score(Core *self, Py_ssize_t job, Py_ssize_t k) {
+    Py_ssize_t d = self->dim, K = self->n_servers;
+    const double *x = self->contexts + job * d;
+    const double *v_inv = self->inverses + k * 2 * d * d;
+    /* xᵀV⁻¹x over the non-zero entries of x */
+    Py_ssize_t *index = self->index, m = nonzeros(x, d, index);
+    double quad = 0.0;
+    for (Py_ssize_t p = 0; p < m; p++) {
+        const double *v_row = v_inv + index[p] * d;
+        double inner = 0.0;
+        for (Py_ssize_t q = 0; q < m; q++) inner += v_row[index[q]] * x[index[q]];
+        quad += inner * x[index[p]];
+    }
+    double mean = logistic(dot(x, self->theta + k * d, d));
+    double bonus = (self->bonus_scale * self->widths[k]) * sqrt(quad);
+    self->means[job * K + k] = mean;
+    self->bonuses[job * K + k] = bonus;
+    self->ucb[job * K + k] = mean + bonus;
+}
+
+/* score() for four jobs at once, for dense contexts: the same sums in the same
+ * order per job (a zero entry, which score() skips, adds an exact ±0), so the
+ * same values, but four independent chains keep the pipeline busy where one
+ * chain waits on each addition. */
+static void score4(Core *self, const Py_ssize_t *jobs, Py_ssize_t k) {
+    Py_ssize_t d = self->dim, K = self->n_servers;
+    const double *v_inv = self->inverses + k * 2 * d * d;
+    const double *x0 = self->contexts + jobs[0] * d, *x1 = self->contexts + jobs[1] * d;
+    const double *x2 = self->contexts + jobs[2] * d, *x3 = self->contexts + jobs[3] * d;
+    double q0 = 0.0, q1 = 0.0, q2 = 0.0, q3 = 0.0;
+    for (Py_ssize_t a = 0; a < d; a++) {
+        const double *v_row = v_inv + a * d;
+        double i0 = 0.0, i1 = 0.0, i2 = 0.0, i3 = 0.0;
+        for (Py_ssize_t b = 0; b < d; b++) {
+            double v = v_row[b];
+            i0 += v * x0[b];
+            i1 += v * x1[b];
+            i2 += v * x2[b];
+            i3 += v * x3[b];
+        }
+        q0 += i0 * x0[a];
+        q1 += i1 * x1[a];
+        q2 += i2 * x2[a];
+        q3 += i3 * x3[a];
+    }
+    const double quads[4] = {q0, q1, q2, q3};
+    const double *xs[4] = {x0, x1, x2, x3};
+    for (int j = 0; j < 4; j++) {
+        double mean = logistic(dot(xs[j], self->theta + k * d, d));
+        double bonus = (self->bonus_scale * self->widths[k]) * sqrt(quads[j]);
+        self->means[jobs[j] * K + k] = mean;
+        self->bonuses[jobs[j] * K + k] = bonus;
+        self->ucb[jobs[j] * K + k] = mean + bonus;
+    }
+}
+
+/* More than half the entries non-zero: score4's dense sums beat score()'s gather. */
+static int dense(Core *self, Py_ssize_t job) {
+    const double *x = self->contexts + job * self->dim;
+    Py_ssize_t m = 0;
+    for (Py_ssize_t a = 0; a < self->dim; a++) m += x[a] != 0.0;
+    return 2 * m > self->dim;
+}
+
+/* OptimisticScorer.refresh: stale columns of queued jobs, then rows of new arrivals. */
+static int refresh(Core *self, const int64_t *queue, Py_ssize_t length) {
+    if (!self->has_scorer) { PyErr_SetString(PyExc_RuntimeError, "cqb.sim._kernel: no scorer attached"); return -1; }
+    if (length <= 0) { PyErr_SetString(PyExc_ValueError, "cqb.sim._kernel: the queue is empty"); return -1; }
+    /* Every id is checked (not only the ends): the loops below index arrays by them. */
+    for (Py_ssize_t i = 0; i < length; i++)
+        if (queue[i] < 0 || queue[i] >= self->n_contexts) {
+            PyErr_Format(PyExc_IndexError, "cqb.sim._kernel: arrival id %lld out of range (%zd contexts)",
+                         (long long)queue[i], self->n_contexts);
+            return -1;
+        }
+    Py_ssize_t newest = (Py_ssize_t)queue[length - 1] + 1;
+    Py_ssize_t fresh = newest - self->scored_until, n_old;
+    if (fresh < 0) fresh = 0;
+    if (fresh == 0)
+        n_old = length;
+    else if (fresh <= length && queue[length - fresh] == self->scored_until)
+        n_old = length - fresh;
+    else { /* an explored newcomer left unscored: binary search for the first unscored id */
+        Py_ssize_t lo = 0, hi = length;
+        while (lo < hi) {
+            Py_ssize_t mid = (lo + hi) / 2;
+            if (queue[mid] < self->scored_until) lo = mid + 1; else hi = mid;
+        }
+        n_old = lo;
+    }
+    for (Py_ssize_t k = 0; k < self->n_servers; k++) {
+        if (!self->stale[k]) continue;
+        Py_ssize_t block[4], filled = 0;
+        for (Py_ssize_t i = 0; i < n_old; i++) {
+            Py_ssize_t job = (Py_ssize_t)queue[i];
+            if (!dense(self, job)) {
+                score(self, job, k);
+                continue;
+            }
+            block[filled++] = job;
+            if (filled == 4) {
+                score4(self, block, k);
+                filled = 0;
+            }
+        }
+        for (Py_ssize_t j = 0; j < filled; j++) score(self, block[j], k);
+        self->stale[k] = 0;
+    }
+    for (Py_ssize_t job = self->scored_until; job < newest; job++)
+        for (Py_ssize_t k = 0; k < self->n_servers; k++) score(self, job, k);
+    if (newest > self->scored_until) self->scored_until = newest;
+    return 0;
+}
+
+static int parse_queue(PyObject *obj, Py_buffer *view) {
+    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS) < 0) return -1;
+    if (view->itemsize != 8) {
+        PyBuffer_Release(view);
+        PyErr_SetString(PyExc_TypeError, "cqb.sim._kernel: the queue must be an int64 array");
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *core_refresh(Core *self, PyObject *obj) {
+    Py_buffer q;
+    if (parse_queue(obj, &q) < 0) return NULL;
+    int status = refresh(self, (const int64_t *)q.buf, q.len / 8);
+    PyBuffer_Release(&q);
+    if (status < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* Refresh, then the (position, server) of the largest UCB index: row-major first
+ * maximum (earliest job, then lowest server), a NaN winning as in numpy's argmax. */
+static PyObject *core_choose(Core *self, PyObject *obj) {
+    Py_buffer q;
+    if (parse_queue(obj, &q) < 0) return NULL;
+    const int64_t *queue = (const int64_t *)q.buf;
+    Py_ssize_t length = q.len / 8, K = self->n_servers;
+    if (refresh(self, queue, length) < 0) { PyBuffer_Release(&q); return NULL; }
+    Py_ssize_t best_position = 0, best_server = 0;
+    double best = self->ucb[queue[0] * K];
+    if (!isnan(best)) {
+        for (Py_ssize_t i = 0; i < length; i++) {
+            const double *row = self->ucb + queue[i] * K;
+            for (Py_ssize_t k = 0; k < K; k++) {
+                double value = row[k];
+                if (isnan(value)) { best_position = i; best_server = k; goto done; }
+                if (value > best) { best = value; best_position = i; best_server = k; }
+            }
+        }
+    }
+done:
+    PyBuffer_Release(&q);
+    return Py_BuildValue("nn", best_position, best_server);
+}
+
+/* update() for the queued job ``job`` (its context row), marking server k's column stale. */
+static PyObject *core_update_job(Core *self, PyObject *args) {
+    Py_ssize_t job, k;
+    double outcome;
+    if (!PyArg_ParseTuple(args, "nnd", &job, &k, &outcome)) return NULL;
+    if (!self->has_scorer) { PyErr_SetString(PyExc_RuntimeError, "cqb.sim._kernel: no scorer attached"); return NULL; }
+    if (job < 0 || job >= self->n_contexts) {
+        PyErr_Format(PyExc_IndexError, "cqb.sim._kernel: job %zd out of range (%zd contexts)", job, self->n_contexts);
+        return NULL;
+    }
+    int flags = update(self, k, self->contexts + job * self->dim, outcome);
+    if (flags < 0) return NULL;
+    self->stale[k] = 1;
+    return PyLong_FromLong(flags);
+}
+
+static PyObject *core_get_scored_until(Core *self, void *Py_UNUSED(closure)) {
+    return PyLong_FromSsize_t(self->scored_until);
+}
+
+static PyMethodDef core_methods[] = {
+    {"update", (PyCFunction)core_update, METH_VARARGS,
+     "update(server, x, outcome) -> flags: add one sample (x: d contiguous float64); "
+     "flags bit 0: refitted, bit 1: the MLE left the ball (theta[server] not written)"},
+    {"attach_scorer", (PyCFunction)core_attach_scorer, METH_VARARGS,
+     "attach_scorer(contexts, means, bonuses, ucb, stale, bonus_scale)"},
+    {"refresh", (PyCFunction)core_refresh, METH_O, "refresh(queue): the cached scores of the queued jobs"},
+    {"choose", (PyCFunction)core_choose, METH_O, "choose(queue) -> (position, server) of the largest index"},
+    {"update_job", (PyCFunction)core_update_job, METH_VARARGS,
+     "update_job(job, server, outcome) -> flags: update() with the job's context"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef core_getset[] = {
+    {"scored_until", (getter)core_get_scored_until, NULL, "arrival ids below this have full rows", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject CoreType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "cqb.sim._kernel.Core",
+    .tp_basicsize = sizeof(Core),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "In-place compiled updates of a LogisticEstimator's (and its scorer's) arrays.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)core_init,
+    .tp_dealloc = (destructor)core_dealloc,
+    .tp_methods = core_methods,
+    .tp_getset = core_getset,
+};
+
+static struct PyModuleDef kernel_module = {
+    PyModuleDef_HEAD_INIT, "cqb.sim._kernel", "Compiled per-round work of the CQB policies.", -1, NULL,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__kernel(void) {
+    if (PyType_Ready(&CoreType) < 0) return NULL;
+    PyObject *module = PyModule_Create(&kernel_module);
+    if (!module) return NULL;
+    Py_INCREF(&CoreType);
+    if (PyModule_AddObject(module, "Core", (PyObject *)&CoreType) < 0) {
+        Py_DECREF(&CoreType);
+        Py_DECREF(module);
+        return NULL;
+    }
+#ifdef KERNEL_SOURCE_HASH
+    PyModule_AddStringConstant(module, "SOURCE_HASH", KERNEL_SOURCE_HASH);
+#endif
+    PyModule_AddIntConstant(module, "REFITTED", REFITTED);
+    PyModule_AddIntConstant(module, "OUTSIDE_BALL", OUTSIDE_BALL);
+    return module;
+}

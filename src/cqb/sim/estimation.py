@@ -1,0 +1,325 @@
+"""Per-server regularised logistic MLE with the confidence bonus of SPEC §2.
+
+Every server k keeps its own data (x_i, D(i)) in preallocated arrays, the MLE
+θ̂_k (updated by warm-started Newton steps), its projection θ_k onto
+{‖θ‖ ≤ S_k} (S_k = S for every server unless a bound per server is given), the design matrix V_k = κλ₀I + Σ x_i x_iᵀ and its inverse, kept by
+Sherman–Morrison updates. Only the served server changes in a round.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+PROJECTIONS = ("filippi", "euclidean")
+
+
+def logistic(z):
+    """μ(z) = 1/(1 + e^(−z)), computed as (1 + tanh(z/2))/2: stable for any z, and
+    plain numpy, so a simulation job need not import scipy (≈ 0.3 s per job)."""
+    return 0.5 * (1.0 + np.tanh(0.5 * np.asarray(z, dtype=np.float64)))
+
+DESIGN_REGS = ("kappa", "plain")
+# "compiled": the per-round work in C (cqb/sim/_kernel.c); "numpy": the reference
+# implementation in numpy, which the tests compare it with every round
+KERNELS = ("compiled", "numpy")
+
+
+@dataclass(frozen=True)
+class EstimatorConfig:
+    reg: float = 1.0  # λ₀: the MLE minimises NLL + (λ₀/2)‖θ‖²
+    kappa: float = 10.0  # κ in V's ridge and in β
+    delta: float = 0.01  # confidence level of β (the policies pass 1/T)
+    # S (the policies pass the instance's bound), or one S_k per server: a tuple
+    # of K values, used in server k's β_k and projection radius
+    norm_bound: float | tuple[float, ...] = 1.0
+    projection: str = "filippi"
+    design_reg: str = "kappa"  # V's ridge: κλ₀I ("kappa") or λ₀I ("plain")
+    newton_tol: float = 1e-6  # a refit stops once a Newton step is shorter than this
+    newton_max_iter: int = 25
+    refit_growth: float = 0.2  # exact refit when the sample count grew by this factor
+    refit_min_samples: int = 10  # exact refit at every sample below this count
+    kernel: str = "compiled"  # KERNELS: same arithmetic, rounding apart (docs/benchmarks.md)
+
+    def __post_init__(self):
+        for name in ("reg", "kappa", "norm_bound", "newton_tol"):
+            value = getattr(self, name)
+            if name == "norm_bound" and isinstance(value, tuple) and value:
+                if all(_positive_number(bound) for bound in value):
+                    continue
+                raise ValueError(f"norm_bound per server must be positive numbers, got {value!r}")
+            if not _positive_number(value):
+                raise ValueError(f"{name} must be a positive number, got {value!r}")
+        if not 0 < self.delta < 1:
+            raise ValueError(f"delta must lie in (0, 1), got {self.delta!r}")
+        if self.projection not in PROJECTIONS:
+            raise ValueError(f"projection must be one of {PROJECTIONS}, got {self.projection!r}")
+        if self.design_reg not in DESIGN_REGS:
+            raise ValueError(f"design_reg must be one of {DESIGN_REGS}, got {self.design_reg!r}")
+        if not (isinstance(self.refit_growth, (int, float)) and self.refit_growth >= 0):
+            raise ValueError(f"refit_growth must be a number ≥ 0, got {self.refit_growth!r}")
+        if self.kernel not in KERNELS:
+            raise ValueError(f"kernel must be one of {KERNELS}, got {self.kernel!r}")
+        if int(self.newton_max_iter) < 1:
+            raise ValueError(f"newton_max_iter must be ≥ 1, got {self.newton_max_iter!r}")
+
+
+def _positive_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 and math.isfinite(value)
+
+
+def server_norm_bounds(config: EstimatorConfig, n_servers: int) -> list:
+    """S_k of every server: the shared S repeated, or the per-server tuple."""
+    if not isinstance(config.norm_bound, tuple):
+        return [config.norm_bound] * n_servers
+    if len(config.norm_bound) != n_servers:
+        raise ValueError(f"norm_bound per server needs {n_servers} values (one per server), "
+                         f"got {len(config.norm_bound)}")
+    return list(config.norm_bound)
+
+
+def fit_logistic(X: np.ndarray, y: np.ndarray, reg: float, theta0: np.ndarray | None = None,
+                 tol: float = 1e-10, max_iter: int = 100) -> np.ndarray:
+    """Minimiser of Σ log-loss + (reg/2)‖θ‖² by Newton's method (no intercept)."""
+    theta = np.zeros(X.shape[1]) if theta0 is None else np.array(theta0, dtype=np.float64)
+    for _ in range(max_iter):
+        step = _newton_step(X, y, theta, reg)
+        theta -= step
+        if np.abs(step).max() < tol:
+            break
+    return theta
+
+
+def _newton_step(X, y, theta, reg):
+    prob = logistic(X @ theta)
+    gradient = X.T @ (prob - y) + reg * theta
+    hessian = (X.T * (prob * (1.0 - prob))) @ X
+    hessian.flat[:: hessian.shape[0] + 1] += reg
+    # The ridge keeps the Hessian positive definite even for separable data.
+    return np.linalg.solve(hessian, gradient)
+
+
+def confidence_width(config: EstimatorConfig, dim: int, n_servers: int, n_samples) -> np.ndarray:
+    """β_k = (κ/2)√(2d log(1 + N_k/(κλ₀d)) + log(K/δ)) + κS_k√λ₀/2 (SPEC §2; S_k = S
+    for a shared bound)."""
+    kappa, reg = config.kappa, config.reg
+    inner = 2 * dim * np.log1p(np.asarray(n_samples, dtype=np.float64) / (kappa * reg * dim))
+    inner = inner + math.log(n_servers / config.delta)
+    bound = config.norm_bound
+    if isinstance(bound, tuple):
+        bound = np.asarray(server_norm_bounds(config, n_servers), dtype=np.float64)
+    return 0.5 * kappa * np.sqrt(inner) + 0.5 * kappa * bound * math.sqrt(reg)
+
+
+class LogisticEstimator:
+    """The K per-server estimators of one CQB policy.
+
+    The MLE is refitted exactly (warm-started Newton on the server's data) on
+    a geometric schedule: whenever the server's sample count has grown by the
+    factor ``1 + refit_growth`` since its last refit, and at every sample while
+    it has fewer than ``refit_min_samples``. In between, each new sample moves
+    θ̂ by one Newton step on a quadratic model of the old data (an online
+    Newton step with the Hessian of the last refit, kept inverted by
+    Sherman–Morrison). Per round this is O(d²) amortised; ``refit_growth = 0``
+    refits exactly at every sample.
+    """
+
+    def __init__(self, n_servers: int, dim: int, capacity: int, config: EstimatorConfig):
+        self.config = config
+        self.n_servers, self.dim = n_servers, dim
+        self.features = np.zeros((n_servers, capacity, dim))
+        self.outcomes = np.zeros((n_servers, capacity))
+        self.counts = np.zeros(n_servers, dtype=np.int64)
+        self.mle = np.zeros((n_servers, dim))  # θ̂_k, also the warm start of the next refit
+        self.theta = np.zeros((n_servers, dim))  # projected estimate used by the policies
+        self.ridge = config.kappa * config.reg if config.design_reg == "kappa" else config.reg
+        # inverses[k, 0] = V_k⁻¹, inverses[k, 1] = H_k⁻¹ (Hessian of the last refit plus
+        # the samples since); stacked so one call updates both.
+        self.inverses = np.empty((n_servers, 2, dim, dim))
+        self.inverses[:, 0] = np.eye(dim) / self.ridge
+        self.inverses[:, 1] = np.eye(dim) / config.reg
+        self.design_inv = self.inverses[:, 0]  # a view: V_k⁻¹ for the policies' widths
+        self.next_refit = np.ones(n_servers, dtype=np.int64)
+        # S_k per server (a list: indexed every round, cheaper than numpy)
+        self.norm_bounds = server_norm_bounds(config, n_servers)
+        self.widths = confidence_width(config, dim, n_servers, self.counts)
+        self.refits = 0
+        self.projections = 0  # how often the projection was active (diagnostic)
+        self.core = _compiled_core(self) if config.kernel == "compiled" else None
+
+    def design(self, server: int) -> np.ndarray:
+        """V_k, rebuilt from the data (the estimator itself keeps only V_k⁻¹)."""
+        X = self.features[server, :self.counts[server]]
+        return self.ridge * np.eye(self.dim) + X.T @ X
+
+    def update(self, server: int, x: np.ndarray, outcome: float) -> None:
+        if self.core is not None:
+            x = np.ascontiguousarray(x, dtype=np.float64)
+            self.finish_compiled_update(server, self.core.update(server, x, float(outcome)))
+            return
+        n = int(self.counts[server]) + 1
+        self.features[server, n - 1] = x
+        self.outcomes[server, n - 1] = outcome
+        self.counts[server] = n
+        if n >= self.next_refit[server]:
+            self._refit(server)  # rebuilds V⁻¹ and H⁻¹ from the data, this sample included
+            growth = math.ceil(n * self.config.refit_growth)
+            self.next_refit[server] = n + 1 if n < self.config.refit_min_samples else n + max(growth, 1)
+        else:
+            theta = self.mle[server]
+            exponent = -(x @ theta)
+            # e^709.8 overflows a float; μ is then 0 to double precision
+            prob = 1.0 / (1.0 + math.exp(exponent)) if exponent < 709.0 else 0.0
+            hx = self._rank_one(server, x, prob * (1.0 - prob))
+            # One Newton step on (quadratic model of the old data) + new sample.
+            theta -= (prob - outcome) * hx
+        mle = self.mle[server]
+        norm = math.sqrt(mle @ mle)
+        bound = self.norm_bounds[server]
+        if norm > bound:
+            self.theta[server] = self._project(server, mle, norm, bound)
+        else:
+            self.theta[server] = mle
+        self.widths[server] = _width(self.config, self.dim, self.n_servers, n, bound)
+
+    def finish_compiled_update(self, server: int, flags: int) -> None:
+        """What the compiled update leaves to Python: counting the refit, and the
+        projection when the MLE left the ball (scipy's SLSQP for Filippi's)."""
+        if flags & _REFITTED:
+            self.refits += 1
+        if flags & _OUTSIDE_BALL:
+            mle = self.mle[server]
+            self.theta[server] = self._project(server, mle, math.sqrt(mle @ mle), self.norm_bounds[server])
+
+    def _rank_one(self, server, x, weight):
+        """Sherman–Morrison on V⁻¹ (weight 1) and, when ``weight`` > 0, on the
+        Hessian inverse H⁻¹ (weight μ̇), in one stacked operation; returns the
+        updated H⁻¹x. With u = M x/√(1/w + xᵀMx), outer(u, u) is exactly
+        symmetric, so both inverses stay symmetric in floating point."""
+        inverses = self.inverses[server]
+        mx = inverses @ x
+        if weight > 0.0:
+            quad = mx @ x
+            u = mx * np.array([[1.0 / math.sqrt(1.0 + quad[0])],
+                               [1.0 / math.sqrt(1.0 / weight + quad[1])]])
+            inverses -= u[:, :, None] * u[:, None, :]
+            return inverses[1] @ x
+        # μ̇ = 0 (μ(xᵀθ̂) rounds to 0 or 1): H gains nothing, V⁻¹ its rank one
+        u = mx[0] / math.sqrt(1.0 + mx[0] @ x)
+        inverses[0] -= np.multiply.outer(u, u)
+        return inverses[1] @ x
+
+    def _refit(self, server):
+        n = self.counts[server]
+        X, y = self.features[server, :n], self.outcomes[server, :n]
+        theta = self.mle[server].copy()
+        for _ in range(self.config.newton_max_iter):
+            step = _newton_step(X, y, theta, self.config.reg)
+            theta -= step
+            # A short step means the next one would be quadratically shorter.
+            if np.abs(step).max() < self.config.newton_tol:
+                break
+        self.mle[server] = theta
+        prob = logistic(X @ theta)
+        hessian = (X.T * (prob * (1.0 - prob))) @ X
+        hessian.flat[:: self.dim + 1] += self.config.reg
+        self.inverses[server, 1] = _symmetric_inverse(hessian)
+        self.inverses[server, 0] = _symmetric_inverse(self.design(server))
+        self.refits += 1
+
+    def _project(self, server, mle, norm, bound):
+        self.projections += 1
+        radial = mle * (bound / norm)
+        if self.config.projection == "euclidean":
+            return radial
+        return filippi_projection(self.features[server, :self.counts[server]], mle,
+                                  self.design_inv[server], self.config.reg, bound, radial)
+
+    def width_column(self, server: int, contexts: np.ndarray) -> np.ndarray:
+        """‖x‖_{V_k⁻¹} for every row x of ``contexts``."""
+        return np.sqrt(((contexts @ self.design_inv[server]) * contexts).sum(axis=1))
+
+    def mean_column(self, server: int, contexts: np.ndarray) -> np.ndarray:
+        return logistic(contexts @ self.theta[server])
+
+
+_REFITTED, _OUTSIDE_BALL = 1, 2  # the flags of cqb.sim._kernel.Core.update
+
+
+def compiled_kernel():
+    """The module cqb.sim._kernel, checked to be built from the _kernel.c beside it
+    (the file the code hash covers): a stale build would run other code than
+    the runs record."""
+    global _KERNEL
+    if _KERNEL is None:
+        try:
+            from . import _kernel
+        except ImportError as error:  # a source checkout that was never installed
+            raise ImportError("cqb.sim._kernel is not built: run `pip install -e .` (needs a C compiler), "
+                              "or use the policy parameter kernel: numpy") from error
+        import hashlib
+        from pathlib import Path
+
+        source = Path(__file__).with_name("_kernel.c")
+        if getattr(_kernel, "SOURCE_HASH", None) != hashlib.sha256(source.read_bytes()).hexdigest():
+            raise ImportError(f"cqb.sim._kernel was built from another version of {source}: "
+                              "rebuild it with `pip install -e .`")
+        _KERNEL = _kernel
+    return _KERNEL
+
+
+_KERNEL = None
+
+
+def _compiled_core(estimator: LogisticEstimator):
+    _kernel = compiled_kernel()
+    config = estimator.config
+    estimator.norm_bound_array = np.asarray(estimator.norm_bounds, dtype=np.float64)
+    return _kernel.Core(estimator.features, estimator.outcomes, estimator.counts, estimator.mle,
+                        estimator.theta, estimator.inverses, estimator.next_refit, estimator.widths,
+                        estimator.norm_bound_array, float(config.reg), float(config.kappa),
+                        float(config.delta), float(estimator.ridge), float(config.newton_tol),
+                        int(config.newton_max_iter), float(config.refit_growth),
+                        int(config.refit_min_samples))
+
+
+def _width(config, dim, n_servers, n_samples, norm_bound) -> float:
+    # Scalar twin of confidence_width for one server with bound S_k: this runs
+    # every round, numpy's call overhead would dominate.
+    inner = 2 * dim * math.log1p(n_samples / (config.kappa * config.reg * dim))
+    inner += math.log(n_servers / config.delta)
+    return 0.5 * config.kappa * (math.sqrt(inner) + norm_bound * math.sqrt(config.reg))
+
+
+def _symmetric_inverse(matrix):
+    inverse = np.linalg.inv(matrix)
+    return 0.5 * (inverse + inverse.T)
+
+
+def filippi_projection(X, mle, design_inv, reg, bound, start):
+    """argmin over ‖θ‖ ≤ S of ‖g(θ) − g(θ̂)‖ in the V⁻¹ norm, g(θ) = Σ μ(x_iᵀθ)x_i + λ₀θ.
+
+    The regularised score equation makes g(θ̂) = Σ y_i x_i, so the projected
+    estimate matches the data's moments as well as the ball allows.
+    """
+    target = X.T @ logistic(X @ mle) + reg * mle
+
+    def objective(theta):
+        prob = logistic(X @ theta)
+        residual = X.T @ prob + reg * theta - target
+        weighted = design_inv @ residual
+        jacobian = (X.T * (prob * (1 - prob))) @ X + reg * np.eye(X.shape[1])
+        return float(residual @ weighted), 2.0 * jacobian @ weighted
+
+    from scipy.optimize import minimize  # rarely needed: imported on first use
+
+    result = minimize(objective, start, jac=True, method="SLSQP",
+                      constraints=[{"type": "ineq", "fun": lambda th: bound ** 2 - th @ th,
+                                    "jac": lambda th: -2.0 * th}],
+                      options={"maxiter": 200, "ftol": 1e-12})
+    theta = result.x
+    norm = np.linalg.norm(theta)
+    # SLSQP may overshoot the constraint by rounding; pull back onto the ball.
+    return theta * (bound / norm) if norm > bound else theta

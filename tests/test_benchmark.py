@@ -1,0 +1,59 @@
+"""A `cqb run` job's start-up measurement (docs/benchmarks.md, "Job start-up"):
+the opt-in loop-start probe and the benchmark that reads it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cqb.sim.simulate
+from cqb.benchmark import startup_table, startup_times
+from cqb.sim.simulate import LOOP_START_PROBE, simulate
+
+SMALL = {"kind": "synthetic", "n_servers": 2, "dim": 2, "arrival_rate": 0.5, "slack": 0.1}
+SRC = Path(cqb.sim.simulate.__file__).parents[2]
+
+
+def test_loop_start_probe_is_silent_unless_asked(monkeypatch, capsys):
+    monkeypatch.delenv(LOOP_START_PROBE, raising=False)
+    simulate(SMALL, "cqb_opt", None, 5, 0)
+    assert "loop start" not in capsys.readouterr().err
+    monkeypatch.setenv(LOOP_START_PROBE, "1")
+    simulate(SMALL, "cqb_opt", None, 5, 0)
+    lines = capsys.readouterr().err.splitlines()
+    # the policy's loop only: the oracle runs on a heap (simulate.oracle_queue), not run_policy
+    assert len(lines) == 1 and lines[0].startswith("cqb: loop start ")
+
+
+def test_startup_times_measure_a_real_process_and_its_first_round(tmp_path):
+    times = startup_times({"here": SRC}, runs=2, out_dir=tmp_path)
+    process, loop_start, cpu = times["here"]["process"], times["here"]["loop_start"], times["here"]["cpu"]
+    assert len(process) == len(loop_start) == len(cpu) == 2
+    assert all(seconds > 0.02 for seconds in cpu)  # importing numpy alone; this process only waits
+    # the loop starts after the process is spawned and before it has exited
+    assert all(0 < start < total for start, total in zip(loop_start, process))
+    assert (tmp_path / "startup.npz").exists()
+
+
+def test_startup_table_says_when_a_source_has_no_probe():
+    times = {"old": {"process": [0.3, 0.2, 0.25], "cpu": [0.2, 0.2, 0.3], "loop_start": []},
+             "new": {"process": [0.14, 0.12, 0.13], "cpu": [0.1, 0.12, 0.1], "loop_start": [0.10, 0.11, 0.09]}}
+    table = startup_table(times, (1.0, 0.5, 0.25), (1.5, 0.5, 0.25))
+    assert "| old | 0.250 s | 0.200 s | no probe | no probe | 0.200 s |" in table
+    assert "| new | 0.130 s | 0.120 s | 0.100 s | 0.090 s | 0.100 s |" in table
+    assert "1.00, 0.50, 0.25 before" in table and "3 runs" in table
+
+
+def test_startup_times_of_a_forked_job_add_the_forked_run_cpu(tmp_path):
+    from cqb import run_client
+    from cqb.benchmark import FORKED
+
+    server = run_client.start()
+    try:
+        times = startup_times({"here": SRC}, runs=2, out_dir=tmp_path, server_socket=server.socket_path)
+    finally:
+        server.stop()
+    forked = times[FORKED]
+    assert len(forked["process"]) == len(forked["loop_start"]) == len(forked["cpu"]) == 2
+    # the job's process plus the forked run, which simulates 500 rounds of CQB-Opt
+    assert all(cpu > 0.005 for cpu in forked["cpu"])
+    assert all(0 < start < total for start, total in zip(forked["loop_start"], forked["process"]))

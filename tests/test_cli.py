@@ -1,0 +1,228 @@
+import errno
+import os
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from cqb.cli import main
+from cqb.sim.runfile import atomic_write, load_run
+from cqb.sim.simulate import LOOP_START_PROBE
+
+
+def test_cli_runs_and_writes_run_file(tmp_path, capsys):
+    out = tmp_path / "runs" / "r.npz"
+    assert main(["run", "--policy", "cqb_opt", "--seed", "1", "--horizon", "200",
+                 "--n-servers", "3", "--dim", "3", "--set", "bonus_scale=0.05", "--out", str(out)]) == 0
+    run = load_run(out)
+    assert run["queue"].shape == (200,) and run["queue"].dtype == np.int64
+    meta = run["metadata"]
+    assert meta["policy"] == "cqb_opt" and meta["seed"] == 1 and meta["horizon"] == 200
+    assert meta["policy_params"]["bonus_scale"] == 0.05
+    assert meta["policy_params"]["norm_bound"] == pytest.approx(3 ** 0.5)
+    assert meta["package_version"] and len(meta["code_hash"]) == 16
+    assert [p.name for p in out.parent.iterdir()] == ["r.npz"]  # no temp file left
+
+
+def test_cli_lists_policies(capsys):
+    assert main(["policies"]) == 0
+    listing = capsys.readouterr().out
+    for name in ("cqb_eps", "cqb_opt", "q_ths", "cqb_eta2", "bonus_scale"):
+        assert name in listing
+
+
+def test_cli_help_lists_policies():
+    result = subprocess.run([sys.executable, "-m", "cqb.cli", "run", "--help"], capture_output=True, text=True)
+    assert result.returncode == 0 and "cqb_eps_opt" in result.stdout and "--set" in result.stdout
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--policy", "nope"], "'nope'"),
+    (["--policy", "random", "--arrival-rate", "1.5"], "1.5"),
+    (["--policy", "random", "--horizon", "0"], "horizon"),
+    (["--policy", "cqb_opt", "--set", "colour=3"], "colour"),
+])
+def test_cli_bad_input_names_the_value(tmp_path, capsys, args, needle):
+    out = tmp_path / "x.npz"
+    assert main(["run", "--seed", "0", "--out", str(out)] + args) == 2
+    assert needle in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_atomic_write_leaves_nothing_on_failure(tmp_path):
+    target = tmp_path / "out.npz"
+    with pytest.raises(RuntimeError):
+        with atomic_write(target) as temporary:
+            temporary.write_bytes(b"half")
+            raise RuntimeError("interrupted")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_run_killed_mid_simulation_exits_by_sigkill_and_leaves_no_file(tmp_path):
+    """Killed as soon as its loop has started (the line of the loop-start probe),
+    whatever the machine's speed: the run need only outlast that moment, and
+    50,000 rounds of the numpy kernel are seconds of work (~4 s here) against
+    a kill that follows the line within milliseconds."""
+    out = tmp_path / "killed.npz"
+    process = subprocess.Popen([sys.executable, "-m", "cqb.cli", "run", "--policy", "cqb_opt", "--seed", "0",
+                                "--horizon", "50000", "--set", "kernel=numpy", "--out", str(out)],
+                               stderr=subprocess.PIPE, text=True, env={**os.environ, LOOP_START_PROBE: "1"})
+    try:
+        before_the_loop = []
+        for line in process.stderr:
+            before_the_loop.append(line)
+            if line.startswith("cqb: loop start "):
+                break
+        # an early exit or crash would leave no file without testing anything
+        assert before_the_loop[-1:] and before_the_loop[-1].startswith("cqb: loop start "), "".join(before_the_loop)
+        assert process.poll() is None, "the run ended before it could be killed"
+        os.kill(process.pid, signal.SIGKILL)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.communicate()
+    assert process.returncode == -signal.SIGKILL
+    assert not out.exists()
+    assert [p for p in tmp_path.iterdir()] == []
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "cqb.cli", "run", "--seed", "0", *args],
+                          capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("args, needles", [
+    (["--policy", "cqb_opt", "--set", "bonus_scale=abc"], ["bonus_scale", "'abc'", "number"]),
+    (["--policy", "cqb_eps", "--params", '{"tau": 2.5}'], ["tau", "2.5", "integer"]),
+    (["--policy", "cqb_opt", "--instance", "pool", "--pool", "missing.npz"], ["missing.npz"]),
+    (["--policy", "cqb_opt", "--params", "{bad"], ["--params", "{bad"]),
+])
+def test_cli_bad_input_is_one_line_exit_2(tmp_path, args, needles):
+    out = tmp_path / "x.npz"
+    result = run_cli(*args, "--out", str(out))
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    assert not out.exists()
+
+
+def _truncated_pool(path):
+    with open(path, "wb") as handle:
+        np.savez_compressed(handle, contexts=np.eye(3), theta=np.ones((2, 3)) * 0.1)
+    path.write_bytes(path.read_bytes()[:100])  # a crashed copy
+
+
+@pytest.mark.parametrize("make_pool", [
+    lambda path: path.write_text("contexts,theta\n0.1,0.2\n"),  # numpy: "pickled data … allow_pickle"
+    lambda path: np.save(path, np.eye(3)),  # one .npy array under an .npz name
+    _truncated_pool,
+], ids=["a text file", "an npy array", "a truncated npz"])
+def test_cli_pool_that_is_not_an_npz_archive_is_one_line_exit_2(tmp_path, make_pool):
+    pool = tmp_path / "pool.npz"
+    make_pool(pool)
+    if pool.with_suffix(".npz.npy").exists():  # np.save appends .npy to a name without it
+        pool.with_suffix(".npz.npy").rename(pool)
+    out = tmp_path / "x.npz"
+    result = run_cli("--policy", "cqb_opt", "--instance", "pool", "--pool", str(pool), "--out", str(out))
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert lines[0].startswith(f"cqb: error: pool file {pool} is not an .npz archive"), lines[0]
+    assert "pickle" not in lines[0] and "instance.npz" in lines[0]
+    assert not out.exists()
+
+
+def test_cli_run_on_a_full_disk_is_one_line_exit_2_and_leaves_no_file(tmp_path, monkeypatch, capsys):
+    real_savez = np.savez_compressed
+
+    def fill_the_disk(handle, **arrays):
+        real_savez(handle, **{key: arrays[key] for key in list(arrays)[:1]})  # some bytes got out
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(np, "savez_compressed", fill_the_disk)
+    out = tmp_path / "runs" / "full.npz"
+    assert main(["run", "--policy", "random", "--seed", "0", "--horizon", "50", "--out", str(out)]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines == [f"cqb: error: cannot write {out}: No space left on device; nothing was written: "
+                     "free space on its disk (or give another --out) and rerun"]
+    assert list(out.parent.iterdir()) == []  # no partial file, no temporary
+
+
+def test_cli_workflow_mode_spec_params_code_hash_and_stale_files(tmp_path):
+    """What the `simulate` rule runs: instance spec and parameters as JSON, the
+    code hash recorded, the temporary file of a killed attempt removed, the
+    log on stderr; the run equals the one given with the plain options."""
+    out = tmp_path / "run.npz"
+    stale = tmp_path / ".run.npz.abc123.tmp"
+    stale.write_bytes(b"half")
+    spec = '{"kind": "synthetic", "n_servers": 3, "dim": 3, "arrival_rate": 0.6, "slack": 0.1}'
+    result = run_cli("--policy", "cqb_eps", "--horizon", "150", "--instance-spec", spec,
+                     "--params", '{"tau": 20, "bonus_scale": 0.05}', "--code-hash", "feedc0de",
+                     "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    assert not stale.exists()
+    assert "feedc0de" in result.stderr and "Q(T) =" in result.stderr and result.stdout == ""
+    run = load_run(out)
+    assert run["metadata"]["workflow_code_hash"] == "feedc0de"
+    assert run["metadata"]["policy_params"]["tau"] == 20
+    plain = tmp_path / "plain.npz"
+    assert main(["run", "--policy", "cqb_eps", "--seed", "0", "--horizon", "150", "--n-servers", "3",
+                 "--dim", "3", "--arrival-rate", "0.6", "--set", "tau=20", "--set", "bonus_scale=0.05",
+                 "--out", str(plain)]) == 0
+    for key in ("queue", "oracle_queue", "gap", "explored"):
+        np.testing.assert_array_equal(load_run(plain)[key], run[key])
+
+
+HEAVY_MODULES = ('snakemake', 'scipy', 'pandas', 'matplotlib', 'jsonschema',
+                 'importlib.metadata', 'email', 'threadpoolctl', 'cqb.benchmark')
+
+
+def test_cli_run_imports_no_heavy_modules(tmp_path):
+    """A simulate job's start-up (docs/benchmarks.md, "Job start-up"): no
+    snakemake, scipy, pandas or matplotlib, no entry-point scan of the installed
+    packages (importlib.metadata) for a built-in policy, no threadpoolctl."""
+    code = ("import sys; from cqb.cli import main; "
+            f"main(['run', '--policy', 'cqb_opt', '--seed', '0', '--horizon', '20', '--out', r'{tmp_path / 'r.npz'}']); "
+            f"print(sorted(m for m in {HEAVY_MODULES!r} if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0 and result.stdout.strip() == "[]", result.stdout + result.stderr
+
+
+def test_cli_parsing_imports_neither_numpy_nor_the_policies():
+    # numpy must load after run() pins the BLAS threads; the policy listing only for --help
+    code = ("import sys; from cqb.cli import build_parser; "
+            "build_parser().parse_args(['run', '--policy', 'cqb_opt', '--seed', '0', '--out', 'x.npz']); "
+            "print(sorted(m for m in ('numpy', 'cqb.policies', 'importlib.metadata') if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0 and result.stdout.strip() == "[]", result.stdout + result.stderr
+
+
+def test_cli_run_uses_one_blas_thread_without_threadpoolctl(tmp_path):
+    """The environment variables set before numpy loads must do what
+    threadpool_limits(1, "blas") did: every BLAS library numpy loaded runs one
+    thread, whatever the caller's environment said."""
+    code = ("import sys; from cqb.cli import main; "
+            f"main(['run', '--policy', 'cqb_opt', '--seed', '0', '--horizon', '20', '--out', r'{tmp_path / 'r.npz'}']); "
+            "assert 'threadpoolctl' not in sys.modules; "
+            "from threadpoolctl import threadpool_info; "
+            "print(sorted({(i['internal_api'], i['num_threads']) for i in threadpool_info() if i['user_api'] == 'blas'}))")
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert result.returncode == 0, result.stderr
+    found = eval(result.stdout)
+    assert found and all(threads == 1 for _, threads in found), found
+
+
+def test_cli_run_after_numpy_is_imported_limits_blas_with_threadpoolctl(tmp_path, monkeypatch, capsys):
+    # numpy is imported in this process, so the environment is too late
+    import cqb.sim.simulate
+
+    limits = []
+    real = cqb.sim.simulate._one_blas_thread
+    monkeypatch.setattr(cqb.sim.simulate, "_one_blas_thread", lambda: limits.append(1) or real())
+    assert main(["run", "--policy", "random", "--seed", "0", "--horizon", "5", "--out", str(tmp_path / "r.npz")]) == 0
+    assert limits == [1]

@@ -1,0 +1,140 @@
+"""The package's layering (docs/architecture.md): imports run only downward, and
+there is no import circle, lazy (function-level) imports included."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import cqb
+
+SRC = Path(cqb.__file__).parent
+
+# Bottom to top; a module may import from its own layer's modules and from
+# lower layers only. The root package holds only the version.
+LAYERS = {
+    "cqb": 0, "cqb.errors": 0, "cqb.dataclass_schema": 0,
+    "cqb.sim": 1,
+    "cqb.analysis": 2, "cqb.data": 2,
+    "cqb.pipeline": 3,
+    "cqb.figures": 4,
+    # on top: the public policy API for plugins (a re-export), the benchmark
+    # (its options apart, so that the command line need not import it), the command line
+    # the job side of the run server (stdlib only), the benchmarks, the command line,
+    # and the run server, which runs the command line in its forks
+    "cqb.policies": 5, "cqb.benchmark_options": 5, "cqb.run_client": 5,
+    "cqb.pipeline_benchmark": 6, "cqb.benchmark": 7, "cqb.cli": 8, "cqb.run_server": 9,
+}
+
+
+def module_name(path: Path, root: Path = SRC) -> str:
+    parts = ("cqb",) + path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def group(module: str) -> str:
+    """The layer entry a module belongs to: its longest listed prefix."""
+    parts = module.split(".")
+    for end in range(len(parts), 0, -1):
+        if ".".join(parts[:end]) in LAYERS:
+            return ".".join(parts[:end])
+    raise AssertionError(f"{module} belongs to no layer: add it to LAYERS")
+
+
+def imports(root: Path = SRC) -> dict[str, set[str]]:
+    """module → the cqb modules it imports (at any depth of its code)."""
+    modules = {module_name(path, root): path for path in root.rglob("*.py")}
+    graph = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                targets.update(alias.name for alias in node.names if alias.name.split(".")[0] == "cqb")
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    source = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    source = node.module or ""
+                if source.split(".")[0] != "cqb":
+                    continue
+                for alias in node.names:  # `from pkg import module` imports the module
+                    submodule = f"{source}.{alias.name}"
+                    targets.add(submodule if submodule in modules else source)
+        graph[name] = {target for target in targets if target != name}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(node):
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in graph.get(node, ()):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def upward_arrows(graph: dict[str, set[str]]) -> list[str]:
+    arrows = []
+    for source, targets in graph.items():
+        for target in targets:
+            if group(source) != group(target) and LAYERS[group(target)] >= LAYERS[group(source)]:
+                arrows.append(f"{source} → {target}")
+    return sorted(arrows)
+
+
+def test_the_import_graph_sees_every_module_and_its_lazy_imports():
+    graph = imports()
+    assert "cqb.sim.policies.registry" in graph["cqb.sim.policies.baselines"]
+    assert "cqb.sim.simulate" in graph["cqb.cli"]  # imported inside a function
+    assert "cqb.pipeline.results" in graph["cqb.cli"]  # `from .pipeline import results`
+    assert all(group(module) for module in graph)
+
+
+def test_there_is_no_import_circle():
+    assert circles(imports()) == []
+
+
+def test_imports_only_run_downward():
+    assert upward_arrows(imports()) == []
+
+
+def test_the_simulation_core_imports_nothing_outside_it():
+    # what the code hash covers must be all a run executes (the version aside)
+    for source, targets in imports().items():
+        if source.startswith("cqb.sim"):
+            assert all(target.startswith("cqb.sim") or target == "cqb" for target in targets), (source, targets)
+
+
+def test_the_root_package_imports_nothing():
+    assert imports()["cqb"] == set()
+
+
+def test_the_checks_catch_a_circle_and_an_upward_arrow():
+    graph = {"cqb.analysis.a": {"cqb.analysis.b"}, "cqb.analysis.b": {"cqb.analysis.a"},
+             "cqb.sim.x": {"cqb.pipeline.y"}, "cqb.pipeline.y": set()}
+    assert circles(graph) == [["cqb.analysis.a", "cqb.analysis.b"]]
+    assert upward_arrows(graph) == ["cqb.sim.x → cqb.pipeline.y"]

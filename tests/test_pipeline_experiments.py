@@ -1,0 +1,254 @@
+"""cqb.pipeline.experiments: config → runs, curves and figure specs, without Snakemake."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import pytest
+import yaml
+
+from conftest import REPO
+from cqb.pipeline.config_schema import ConfigError, policy_params_schema, validate_config
+from cqb.pipeline.experiments import build_plan, format_value, instance_id
+from cqb.policies import get_spec, register_policy, registered_policies
+
+SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
+CONFIG = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+RUN_FILE = "runs/{instance_id}/T{horizon}/{policy}/seed{seed}.npz"
+
+
+@dataclass(frozen=True)
+class GainParams:
+    gain: float = 2.0
+    rounds: int | None = None
+
+
+@pytest.fixture(autouse=True, scope="module")
+def plugin_policy():
+    """A policy of a plugin package: the schema and the sweeps must know its
+    parameters. Unregistered after this module, so other tests see only theirs."""
+    from cqb.sim.policies import registry
+
+    register_policy("test_plugin", "Plugin", GainParams)(lambda env, contexts, rng, params: None)
+    yield "test_plugin"
+    registry._specs.pop("test_plugin", None)
+    registry._display_names.pop("test_plugin", None)
+
+
+def merged(base, override):
+    """``base`` updated key by key (as Snakemake layers --configfile/--config)."""
+    result = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(result.get(key), dict):
+            result[key] = merged(result[key], value)
+        else:
+            result[key] = copy.deepcopy(value)
+    return result
+
+
+def plan_of(override=None, base=CONFIG):
+    config = merged(base, override or {})
+    validate_config(config, SCHEMA)
+    return build_plan(config), config
+
+
+def one_experiment(**experiment):
+    """A config with a single experiment (and no figures, no Figure 5)."""
+    spec = {"instance": {"kind": "synthetic", "arrival_rate": 0.7}, "horizon": 100, "seeds": 2,
+            "policies": ["cqb_opt"]}
+    return {"experiments": {"x": {**spec, **experiment}}, "rates": {"experiment": None}}
+
+
+def test_full_config_expands_to_the_documented_number_of_runs():
+    plan, _ = plan_of()
+    n_files = sum(len(run.seeds) for run in plan.runs.values())
+    # fig2 + fig3: 240; fig6: 80; fig5: 3 × (5 × 30 + 20) − 20 shared with the base; fig4: 240;
+    # tuning: 7 policies × 5 values × 30 seeds; stall check: 5 × 200
+    # Figure 5: 3 × 100 base runs − the 2×10 shared with fig2, 3 × 80 at K = 9
+    # fig7 (7 policies × 10 seeds per cell): C = 0.01 on 2 datasets, S = √d (4 CQB labels) on 3,
+    # S_k = ‖θ*_k‖ (4 CQB labels) on 3, λ on 2, 5 servers, Coupon drop, assumptions (with the oracle) on 3;
+    # C = 0.1 on 2 (no Coupon), C = 10, intercept, standardised and T = 16000 on 3
+    fig7 = 2 * 70 + 3 * 40 + 3 * 40 + 2 * 70 + 70 + 70 + 3 * 80 + 2 * 70 + 4 * 3 * 70
+    assert n_files == 240 + 80 + (3 * 100 - 20) + 3 * 80 + 240 + 7 * 5 * 30 + 5 * 200 + fig7
+    assert plan.rates_experiment == "rates_horizons"
+    assert set(plan.figures) == set(CONFIG["figures"])
+
+
+def test_runs_carry_every_parameter_with_dataclass_defaults():
+    plan, _ = plan_of()
+    run = plan.runs[("synth_K5_d5_lam0.7_eps0.1_acc0.005", "5000", "cqb_eps")]
+    # 10 seeds in fig2, 20 in the T = 5000 runs of Figure 5, 200 of the stall check:
+    # one run, the union of the seeds
+    assert run.policy == "cqb_eps" and set(range(20)) | set(range(100, 300)) <= set(run.seeds)
+    assert list(run.seeds) == sorted(set(run.seeds))
+    assert set(run.params) == {f for f in get_spec("cqb_eps").params.__dataclass_fields__}
+    assert run.params["bonus_scale"] == get_spec("cqb_eps").params().bonus_scale and run.params["tau"] is None
+    assert run.instance == {"kind": "synthetic", "n_servers": 5, "dim": 5, "arrival_rate": 0.7,
+                            "slack": 0.1, "min_accept_rate": 0.005}
+    # the experiment's own override reaches only its runs
+    mnist = plan.runs[("pool_mnist_lam0.15", "4000", "cqb_eps")]
+    assert mnist.params["tau"] == 400
+
+
+def test_config_overrides_reach_the_runs_in_order():
+    override = {"defaults": {"policy_params": {"bonus_scale": 0.05, "explore_constant": 4.0},
+                             "per_policy": {"cqb_eps": {"bonus_scale": 0.07}}}}
+    plan, _ = plan_of(override)
+    key = ("synth_K5_d5_lam0.7_eps0.1_acc0.005", "5000")
+    assert plan.runs[key + ("cqb_opt",)].params["bonus_scale"] == 0.05
+    assert plan.runs[key + ("cqb_eps",)].params["bonus_scale"] == 0.07  # per policy beats shared
+    assert plan.runs[key + ("q_ucb",)].params == {"explore_constant": 4.0}  # only the keys it takes
+    assert plan.runs[key + ("random",)].params == {}
+
+
+def test_instance_sweep_keeps_labels_and_changes_instance_ids():
+    plan, _ = plan_of()
+    curves = plan.curves["synthetic_servers"]
+    assert [(c.label, c.sweep_value, c.instance_id) for c in curves if c.label == "cqb_opt"] == [
+        ("cqb_opt", k, f"synth_K{k}_d5_lam0.7_eps0.1_acc0.005") for k in (3, 5, 7, 9)]
+
+
+def test_policy_parameter_sweep_labels_and_fixed_curves():
+    plan, _ = plan_of()
+    curves = plan.curves["bonus_sensitivity"]
+    opt = [c.label for c in curves if c.base_label == "cqb_opt"]
+    # the label's own value (the default 0.1) keeps the plain label: shared with the base runs
+    assert opt == ["cqb_opt.bonus_scale0.01", "cqb_opt", "cqb_opt.bonus_scale0.1",
+                   "cqb_opt.bonus_scale0.3", "cqb_opt.bonus_scale1"]
+    assert [c.params["bonus_scale"] for c in curves if c.base_label == "cqb_opt"] == [0.01, 0.03, 0.1, 0.3, 1.0]
+    # the oracle does not take bonus_scale: one run set for every value
+    assert {c.label for c in curves if c.base_label == "oracle"} == {"oracle"}
+    shared = plan.runs[("synth_K5_d5_lam0.7_eps0.1_acc0.005", "5000", "cqb_opt")]
+    assert {"synthetic_base", "synthetic_slack", "bonus_sensitivity"} <= set(shared.experiments)
+
+
+def test_horizon_sweep_with_seeds_by_horizon():
+    plan, _ = plan_of(one_experiment(seeds=4, seeds_by_horizon={"500": 2, 9999: 7},
+                                     sweep={"horizon": [250, 500, 750]}, policies=["cqb_opt", "cqb_eps"],
+                                     policy_params={"cqb_eps": {"tau": 30}}),
+                      base={})
+    curves = plan.curves["x"]
+    assert [(c.label, c.horizon, len(c.seeds)) for c in curves] == [
+        ("cqb_opt", 250, 4), ("cqb_opt", 500, 2), ("cqb_opt", 750, 4),
+        ("cqb_eps", 250, 4), ("cqb_eps", 500, 2), ("cqb_eps", 750, 4)]
+    assert sorted(int(h) for _, h, _ in plan.runs) == [250, 250, 500, 500, 750, 750]
+
+
+def test_rates_runs_list_every_seed_of_the_horizon_sweep():
+    config = one_experiment(seeds=3, seeds_by_horizon={600: 2}, sweep={"horizon": [300, 600]})
+    config["rates"] = {"experiment": "x"}
+    plan, _ = plan_of(config, base={})
+    runs = plan.rates_runs(RUN_FILE)
+    assert [run[:3] for run in runs] == [("cqb_opt", 300, 0), ("cqb_opt", 300, 1), ("cqb_opt", 300, 2),
+                                         ("cqb_opt", 600, 0), ("cqb_opt", 600, 1)]
+    assert runs[-1][3] == "runs/synth_K5_d5_lam0.7_eps0.1_acc0.005/T600/cqb_opt/seed1.npz"
+
+
+def test_variant_label_display_and_parameters():
+    plan, _ = plan_of({"experiments": {"synthetic_base": {"variants": ["cqb_opt_c1"]}}})
+    curve = plan.curves["synthetic_base"][-1]
+    assert (curve.label, curve.policy, curve.display) == ("cqb_opt_c1", "cqb_opt", "CQB-Opt (c_β = 1)")
+    assert curve.params["bonus_scale"] == 1.0
+
+
+def test_shared_run_with_other_parameters_is_a_conflict():
+    override = {"experiments": {"other": {"instance": {"kind": "synthetic", "arrival_rate": 0.7},
+                                          "horizon": 5000, "seeds": 1, "policies": ["cqb_opt"],
+                                          "policy_params": {"cqb_opt": {"bonus_scale": 0.5}}}}}
+    with pytest.raises(ConfigError, match=r"synthetic_base and other both run 'cqb_opt'.*policy_variants"):
+        plan_of(override)
+
+
+def test_panels_select_curves_and_name_legends():
+    plan, _ = plan_of()
+    left, middle, _ = plan.figures["fig2"].panels
+    assert [c.legend for c in left.curves][:2] == ["CQB-ε", "CQB-Opt"] and left.yscale == "symlog"
+    assert [(c.policy, c.sweep_value, c.legend) for c in middle.curves] == [
+        ("cqb_eps", "0.05", "ϵ = 0.05"), ("cqb_eps", "0.1", "ϵ = 0.1"), ("cqb_eps", "0.15", "ϵ = 0.15")]
+    zoom = plan.figures["fig6"].panels[2]
+    assert [(c.policy, c.legend, c.swept) for c in zoom.curves] == [
+        ("cqb_opt.bonus_scale0.01", "c_β = 0.01", True), ("cqb_opt", "c_β = 0.03", True),
+        ("cqb_opt.bonus_scale0.1", "c_β = 0.1", True), ("oracle", "Optimal", False)]
+    assert plan.figures["fig6"].experiments == ["bonus_sensitivity"]
+
+
+def test_two_swept_policies_in_one_panel_name_both():
+    config = one_experiment(policies=["cqb_opt", "cqb_ts"], sweep={"slack": [0.1, 0.2]})
+    config["figures"] = {"f": {"panels": [{"experiment": "x"}]}}
+    plan, _ = plan_of(config, base={})
+    assert [c.legend for c in plan.figures["f"].panels[0].curves] == [
+        "CQB-Opt, ϵ = 0.1", "CQB-Opt, ϵ = 0.2", "CQB-TS, ϵ = 0.1", "CQB-TS, ϵ = 0.2"]
+
+
+def test_plugin_policy_parameters_are_in_the_schema_and_sweepable():
+    schema = policy_params_schema()
+    assert schema["per_policy"]["properties"]["test_plugin"]["properties"]["gain"]["type"] == "number"
+    assert schema["policy_params"]["properties"]["rounds"]["type"] == ["integer", "null"]
+    plan, _ = plan_of(one_experiment(policies=["test_plugin", "oracle"], sweep={"gain": [2.0, 3.5]}), base={})
+    assert [c.label for c in plan.curves["x"]] == ["test_plugin", "test_plugin.gain3.5", "oracle", "oracle"]
+    with pytest.raises(ConfigError, match=r"gain.*'abc'.*number"):
+        plan_of(one_experiment(policies=["test_plugin"], policy_params={"test_plugin": {"gain": "abc"}}), base={})
+
+
+def test_generated_schema_follows_the_dataclasses():
+    schema = policy_params_schema()
+    for name, spec in registered_policies().items():
+        own = schema["per_policy"]["properties"][name]["properties"]
+        assert set(own) == set(spec.params.__dataclass_fields__), name
+    estimator = schema["per_policy"]["properties"]["cqb_eps"]["properties"]
+    assert estimator["tau"]["type"] == ["integer", "null"]
+    assert estimator["projection"]["type"] == "string"
+    assert "0.01" in estimator["bonus_scale"]["description"]  # CQB-ε's default, from its dataclass
+
+
+@pytest.mark.parametrize("override, needles", [
+    ({"experimentz": {}}, ["unknown config key experimentz"]),
+    ({"defaults": {"policy_params": {"colour": 1}}}, ["defaults.policy_params.colour"]),
+    ({"defaults": {"policy_params": {"bonus_scale": "abc"}}}, ["bonus_scale", "'abc'", "number"]),
+    ({"defaults": {"policy_params": {"projection": "nearest"}}}, ["projection", "nearest"]),
+    ({"defaults": {"policy_params": {"bonus_scale": -1}}}, ["bonus_scale", "-1"]),
+    ({"defaults": {"per_policy": {"cqb_opt": {"tau": 4}}}}, ["defaults.per_policy.cqb_opt.tau"]),
+    ({"experiments": {"synthetic_base": {"policies": ["cqb_magic"]}}}, ["cqb_magic", "unknown policy"]),
+    ({"experiments": {"synthetic_base": {"instance": {"arrival_rate": 1.5}}}}, ["arrival_rate", "1.5"]),
+    ({"experiments": {"synthetic_slack": {"sweep": {"slack": [0.1, 1.5]}}}}, ["slack", "1.5"]),
+    ({"experiments": {"synthetic_slack": {"sweep": {"slack": [0.1, 0.35]}}}}, ["arrival_rate + slack", "must be < 1"]),
+    ({"experiments": {"rates_horizons": {"sweep": {"horizon": [300, 2.5]}}}}, ["horizon", "2.5"]),
+    ({"experiments": {"synthetic_base": {"sweep": {"eta": [0.1]}}}}, ["sweep", "eta", "no policy"]),
+    ({"experiments": {"synthetic_base": {"seeds_by_horizon": {5000: 2}}}}, ["seeds_by_horizon", "horizon sweep"]),
+    ({"experiments": {"synthetic_slack": {"policy_params": {"q_ucb": {}}}}}, ["policy_params", "q_ucb"]),
+    ({"figures": {"fig2": {"panels": [{"experiment": "nope"}]}}}, ["figures.fig2.panels[0].experiment", "nope"]),
+    ({"figures": {"fig2": {"panels": [{"experiment": "synthetic_slack", "sweep_values": [0.3]}]}}},
+     ["sweep_values", "0.3"]),
+    ({"rates": {"experiment": "synthetic_base"}}, ["rates.experiment", "horizon sweep"]),
+])
+def test_bad_config_is_one_line_naming_key_and_value(override, needles):
+    with pytest.raises(ConfigError) as error:
+        plan_of(override)
+    message = str(error.value)
+    assert "\n" not in message
+    for needle in needles:
+        assert needle in message, message
+
+
+def test_pool_experiment_checks_values_without_the_pool_file():
+    # cqb_eta2 derives eta from the nominal slack, which a pool instance lacks
+    override = {"experiments": {"mnist": {"policies": ["cqb_eps", "cqb_eta2"]}}}
+    with pytest.raises(ConfigError, match="cqb_eta2 needs eta and cutoff"):
+        plan_of(override)
+
+
+def test_names_of_instances_and_values():
+    assert format_value(5.0) == "5" and format_value(0.7) == "0.7" and format_value("a") == "a"
+    assert instance_id({"kind": "pool", "pool": "data/processed/mnist/instance.npz", "arrival_rate": 0.15}) \
+        == "pool_mnist_lam0.15"
+
+
+def test_figure_centre_and_band_must_go_together():
+    fig = {"panels": [{"experiment": "x"}]}
+    plan, _ = plan_of({"figures": {"f": {**fig, "center": "median", "band": "iqr"}}}, base=one_experiment())
+    assert (plan.figures["f"].center, plan.figures["f"].band) == ("median", "iqr")
+    with pytest.raises(ConfigError, match=r"figures\.f\.band = 'sd'.*median"):
+        plan_of({"figures": {"f": {**fig, "center": "median"}}}, base=one_experiment())
+    with pytest.raises(ConfigError, match=r"figures\.f\.band = 'iqr'.*mean"):
+        plan_of({"figures": {"f": {**fig, "band": "iqr"}}}, base=one_experiment())

@@ -1,0 +1,69 @@
+"""cqb.sim.code_hash: every source file of the simulation subpackage is hashed,
+nothing outside it is (the subpackage imports nothing else: tests/test_layers.py)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+import cqb
+from cqb.sim.code_hash import SIMULATION_ROOT, code_hash, simulation_code_hash, source_files
+
+PACKAGE = Path(cqb.__file__).parent
+
+
+@pytest.fixture
+def package_copy(tmp_path):
+    copy = tmp_path / "cqb"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    return copy
+
+
+def test_the_installed_hash_is_the_hash_of_the_sim_folder():
+    assert SIMULATION_ROOT == PACKAGE / "sim"
+    assert simulation_code_hash() == code_hash(PACKAGE / "sim")
+
+
+def test_every_source_file_of_the_subpackage_is_hashed_and_no_build_product(package_copy):
+    sim = package_copy / "sim"
+    hashed = {path.relative_to(sim).as_posix() for path in source_files(sim)}
+    sources = {path.relative_to(sim).as_posix() for pattern in ("*.py", "*.c") for path in sim.rglob(pattern)}
+    assert hashed == sources and {"_kernel.c", "simulate.py", "policies/registry.py"} <= hashed
+    before = code_hash(sim)
+    (sim / "__pycache__").mkdir(exist_ok=True)
+    (sim / "__pycache__" / "simulate.cpython-311.pyc").write_bytes(b"\0")
+    (sim / "_kernel.cpython-311-x86_64-linux-gnu.so").write_bytes(b"\0")
+    assert code_hash(sim) == before
+
+
+def test_editing_any_file_of_the_simulation_subpackage_changes_the_hash(package_copy):
+    sim = package_copy / "sim"
+    before = code_hash(sim)
+    for path in source_files(sim):
+        original = path.read_bytes()
+        path.write_bytes(original + b"\n")
+        assert code_hash(sim) != before, path
+        path.write_bytes(original)
+    assert code_hash(sim) == before
+    (sim / "policies" / "new_policy.py").write_text("# a new module\n")  # no list to keep
+    assert code_hash(sim) != before
+
+
+def test_editing_any_file_outside_it_leaves_the_hash(package_copy):
+    sim = package_copy / "sim"
+    before = code_hash(sim)
+    outside = [path for path in package_copy.rglob("*") if path.is_file() and sim not in path.parents]
+    assert any(path.name == "aggregate.py" for path in outside) and any(path.name == "policies.py" for path in outside)
+    for path in outside:
+        path.write_bytes(path.read_bytes() + b"\n")
+    (package_copy / "analysis" / "new_module.py").write_text("# a new module\n")
+    assert code_hash(sim) == before
+
+
+def test_a_renamed_file_changes_the_hash(package_copy):
+    sim = package_copy / "sim"
+    before = code_hash(sim)
+    (sim / "rng.py").rename(sim / "seeds.py")
+    assert code_hash(sim) != before

@@ -1,0 +1,320 @@
+"""The Snakemake pipeline end to end, in a throw-away copy of the workflow.
+
+Slow (about two minutes): `pytest -m "not slow"` skips it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from conftest import REPO, copy_workflow, snakemake
+from cqb.analysis.aggregate import read_table
+
+pytestmark = pytest.mark.slow
+
+SMOKE = ("--configfile", "config/smoke.yaml")
+SMOKE_RESULTS = Path("results/smoke")
+DATASETS_MIRROR = REPO.parent / "shared" / "datasets"
+HAS_DATA_RULES = (REPO / "workflow" / "rules" / "data.smk").exists()
+CAN_RUN_FIG4 = (HAS_DATA_RULES and DATASETS_MIRROR.is_dir()
+                and importlib.util.find_spec("torchvision") is not None)
+# 8 policies × 2 seeds on the base instance + CQB-ε and CQB-Opt × 2 seeds at ϵ = 0.15
+# (ϵ = 0.1 is shared with the base instance)
+FIG2_SMOKE_RUNS = 16 + 4
+ALL_POLICIES = {"cqb_eps", "cqb_opt", "random", "oracle", "cqb_eps_opt", "cqb_ts", "q_ucb", "q_ths"}
+
+
+def smoke_targets():
+    # the claims include the real-data experiments, so they need fig4's data
+    return ["fig2", "fig3", "fig5", "fig6"] + (["fig4", "claims"] if CAN_RUN_FIG4 else [])
+
+
+def smoke_args(*targets, cores=2):
+    # targets first: --configfile takes every following word as a file
+    return [*targets, "--cores", str(cores), *SMOKE,
+            "--config", f"data={{mirror: {DATASETS_MIRROR}}}"]
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory):
+    """One end-to-end run of config/smoke.yaml (fig2, fig3 and, when possible, fig4)."""
+    workdir = copy_workflow(tmp_path_factory.mktemp("smoke") / "repo")
+    started = time.monotonic()
+    snakemake(workdir, *smoke_args(*smoke_targets()))
+    return workdir, time.monotonic() - started
+
+
+def test_lint_is_clean():
+    process = snakemake(REPO, "--lint", check=False)
+    output = process.stdout + process.stderr
+    assert process.returncode == 0 and "Lints for" not in output, output[-6000:]
+
+
+def test_dry_run_of_full_config_builds_every_figure(tmp_path):
+    workdir = copy_workflow(tmp_path / "repo")
+    process = snakemake(workdir, "-n", "all", "--config", f"data={{mirror: {DATASETS_MIRROR}}}")
+    output = process.stdout
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    for figure in config["figures"]:
+        assert f"rule {figure}:" in output, figure
+    # shared runs are counted once: fig2 left and the ϵ = 0.1 sweep, fig3's K = 5 and d = 5
+    n_simulate = int(next(line.split()[1] for line in output.splitlines() if line.startswith("simulate ")))
+    # fig2 + fig3: 8×10 base + 2×2×10 (ϵ = 0.05, 0.15) + 2×2×3×10 (K ≠ 5, d ≠ 5) = 240;
+    # fig6: CQB-Opt and CQB-ε × 4×10 (c_β ≠ 0.03; the oracle and c_β = 0.03 are the base runs);
+    # fig5: 3 policies × (40 + 20 + 10 + 10 + 20) base − the 2×10 base runs at T = 5000,
+    # and 3 × (30 + 10 + 10 + 10 + 20) at K = 9; fig4: 3×8×10; tuning 7×5×30 and the
+    # stall check 5×200; Figure 7's cells 1880 (as in tests/test_pipeline_experiments.py)
+    assert "rule fig5:" in output and "rule regret_rates:" in output
+    assert n_simulate == 240 + 80 + (3 * 100 - 20) + 3 * 80 + 240 + 7 * 5 * 30 + 5 * 200 + 1880
+
+
+@pytest.mark.skipif(not CAN_RUN_FIG4, reason="the claims need the real-data experiments (mirror, torchvision)")
+def test_smoke_run_builds_the_claims_table_with_provenance(smoke_run):
+    import json
+
+    import pandas as pd
+
+    from cqb.analysis.claims import HOLDS, FAILS, INCONCLUSIVE
+    from cqb.sim.code_hash import simulation_code_hash
+
+    workdir, _ = smoke_run
+    figures = workdir / SMOKE_RESULTS / "figures"
+    config = yaml.safe_load((workdir / "config" / "config.yaml").read_text())
+    claims = pd.read_csv(figures / "claims.tsv", sep="\t")
+    names = [c["name"] for c in config["claims"]] + ["tuned_values_used"]
+    assert claims["claim"].tolist() == names
+    assert set(claims["verdict"]) <= {HOLDS, FAILS, INCONCLUSIVE}
+    assert "| claim |" in (figures / "claims.md").read_text()
+    assert json.loads((figures / "provenance.json").read_text())["code_hash"] == simulation_code_hash()
+    results = (figures / "results.md").read_text()
+    assert "**synthetic_base**" in results and "Instances of **synthetic_slack**" in results
+    tuning = pd.read_csv(figures / "tuning.tsv", sep="\t")
+    assert tuning.groupby("policy")["chosen"].sum().eq(1).all()  # one choice per tuned policy
+    runs = pd.read_csv(workdir / SMOKE_RESULTS / "aggregate" / "stall_check.runs.tsv", sep="\t")
+    assert set(runs["seed"]) == {100, 101, 102}  # evaluation seeds disjoint from tuning's 1000+
+
+
+def test_smoke_run_builds_figures_and_tables(smoke_run):
+    workdir, seconds = smoke_run
+    figures = workdir / SMOKE_RESULTS / "figures"
+    for figure in [t for t in smoke_targets() if t.startswith("fig")]:
+        for ext in ("pdf", "png", "tsv"):
+            assert (figures / f"{figure}.{ext}").stat().st_size > 0, f"{figure}.{ext}"
+    smoke = yaml.safe_load((workdir / "config" / "smoke.yaml").read_text())
+
+    fig2 = read_table(figures / "fig2.tsv")
+    assert sorted(fig2["panel"].unique()) == [1, 2, 3]
+    left = fig2[fig2["panel"] == 1]
+    assert set(left["policy"]) == ALL_POLICIES
+    assert set(fig2[fig2["panel"] == 2]["policy"]) == {"cqb_eps"}
+    slack_values = {str(v) for v in smoke["experiments"]["synthetic_slack"]["sweep"]["slack"]}
+    assert set(fig2[fig2["panel"] == 2]["sweep_value"]) == slack_values
+    horizon = smoke["experiments"]["synthetic_base"]["horizon"]
+    assert len(left) == len(ALL_POLICIES) * horizon
+
+    fig3 = read_table(figures / "fig3.tsv")
+    assert sorted(fig3["panel"].unique()) == [1, 2, 3, 4]
+    assert set(fig3[fig3["panel"] == 1]["sweep_param"]) == {"n_servers"}
+    assert set(fig3[fig3["panel"] == 4]["sweep_param"]) == {"dim"}
+
+    for table in (fig2, fig3):
+        n = table["n_seeds"].to_numpy()
+        assert (n == smoke["experiments"]["synthetic_base"]["seeds"]).all()
+        for column in ("queue_mean", "oracle_mean"):
+            values = table[column].to_numpy()
+            assert (values >= 0).all()
+            # a mean of integers over n seeds is a multiple of 1/n
+            np.testing.assert_allclose(values * n, np.round(values * n), atol=1e-4)
+        np.testing.assert_allclose(table["regret_mean"], table["queue_mean"] - table["oracle_mean"], atol=2e-6)
+        assert (table["queue_sd"] >= 0).all()
+        # the oracle curve's regret is zero
+        oracle = table[table["policy"] == "oracle"]
+        assert (oracle["regret_mean"] == 0).all()
+    print(f"smoke run: {seconds:.1f} s")
+
+
+def test_smoke_run_builds_fig5_rate_tables(smoke_run):
+    workdir, _ = smoke_run
+    smoke = yaml.safe_load((workdir / "config" / "smoke.yaml").read_text())
+    config = yaml.safe_load((workdir / "config" / "config.yaml").read_text())
+    experiment = config["experiments"][config["rates"]["experiment"]]
+    policies = experiment["policies"]
+    horizons = smoke["experiments"][config["rates"]["experiment"]]["sweep"]["horizon"]
+    by_horizon = {int(k): v for k, v in smoke["experiments"][config["rates"]["experiment"]]
+                  ["seeds_by_horizon"].items()}
+    aggregate = workdir / SMOKE_RESULTS / "aggregate"
+    summary = read_table(aggregate / "regret_rates.tsv")
+    summary = summary[summary["experiment"] == config["rates"]["experiment"]]  # the base panel
+    assert len(summary) == len(policies) * len(horizons)
+    assert list(summary["policy"].unique()) == policies
+    for policy in policies:
+        assert sorted(summary[summary["policy"] == policy]["horizon"]) == sorted(horizons)
+    for _, row in summary.iterrows():  # seeds per horizon as configured
+        expected = by_horizon.get(row["horizon"], smoke["experiments"][config["rates"]["experiment"]]["seeds"])
+        assert row["n_runs"] == expected
+    summary = summary.dropna(subset=["ci_low"])
+    assert (summary["ci_low"] <= summary["estimate"] + 1e-6).all()
+    assert (summary["estimate"] <= summary["ci_high"] + 1e-6).all()
+    np.testing.assert_allclose(summary["final_regret_mean"],
+                               summary["final_queue_mean"] - summary["final_oracle_mean"], atol=2e-6)
+    slopes = read_table(aggregate / "regret_slopes.tsv")
+    assert set(slopes["experiment"]) == {config["rates"]["experiment"], *config["rates"]["extra_experiments"]}
+    slopes = slopes[slopes["experiment"] == config["rates"]["experiment"]]
+    assert list(slopes["policy"]) == policies
+    assert {"slope", "ci_low", "ci_high", "horizons_used", "horizons_dropped"} <= set(slopes.columns)
+    fig5 = read_table(workdir / SMOKE_RESULTS / "figures" / "fig5.tsv")
+    assert len(fig5[fig5["experiment"] == config["rates"]["experiment"]]) == len(policies) * len(horizons)
+    assert {"slope", "slope_ci_low", "slope_ci_high", "in_fit"} <= set(fig5.columns)
+    figures = workdir / SMOKE_RESULTS / "figures"
+    assert len(read_table(figures / "fig5_slopes.tsv")) == len(read_table(aggregate / "regret_slopes.tsv"))
+    assert "Figure 5" in (figures / "fig5_summary.md").read_text()
+    # one run file per (policy, T, seed), keyed by T
+    runs = workdir / SMOKE_RESULTS / "runs"
+    for horizon in horizons:
+        n = by_horizon.get(horizon, smoke["experiments"][config["rates"]["experiment"]]["seeds"])
+        # (other smoke experiments also run T = 300 on other instances)
+        # (the stall check runs the same instance and T on seeds from 100 on)
+        files = [f for f in runs.glob(f"synth_K5_d5_lam0.7_eps0.1_acc0.005/T{horizon}/{policies[0]}/seed*.npz")
+                 if int(f.stem.removeprefix("seed")) < 100]
+        assert len(files) == n, horizon
+        with np.load(files[0]) as run:
+            assert run["queue"].shape == (horizon,)
+
+
+def test_smoke_run_builds_fig6_bonus_panels(smoke_run):
+    workdir, _ = smoke_run
+    smoke = yaml.safe_load((workdir / "config" / "smoke.yaml").read_text())
+    scales = [str(v) if v != 1.0 else "1" for v in smoke["experiments"]["bonus_sensitivity"]["sweep"]["bonus_scale"]]
+    fig6 = read_table(workdir / SMOKE_RESULTS / "figures" / "fig6.tsv")
+    assert sorted(fig6["panel"].unique()) == [1, 2, 3, 4]
+    for panel, policy in ((1, "cqb_opt"), (2, "cqb_eps")):
+        rows = fig6[fig6["panel"] == panel]
+        assert {p.split(".")[0] for p in rows["policy"]} == {policy, "oracle"}
+        swept = rows[rows["policy"] != "oracle"]
+        assert sorted(set(swept["sweep_value"])) == sorted(scales)
+        # the oracle does not take c_β: drawn once per panel
+        assert rows[rows["policy"] == "oracle"]["sweep_value"].nunique() == 1
+    assert (fig6["queue_mean"] >= 0).all()
+
+
+@pytest.mark.skipif(not CAN_RUN_FIG4, reason="needs workflow/rules/data.smk, ../shared/datasets and torchvision")
+def test_smoke_run_builds_fig4(smoke_run):
+    workdir, _ = smoke_run
+    fig4 = read_table(workdir / SMOKE_RESULTS / "figures" / "fig4.tsv")
+    assert sorted(fig4["panel"].unique()) == [1, 2, 3]
+    for panel in (1, 2, 3):
+        assert set(fig4[fig4["panel"] == panel]["policy"]) == ALL_POLICIES
+    assert (fig4["queue_mean"] >= 0).all()
+
+
+def test_second_run_has_nothing_to_do(smoke_run):
+    workdir, _ = smoke_run
+    process = snakemake(workdir, "-n", *smoke_args(*smoke_targets()))
+    assert "Nothing to be done" in process.stdout + process.stderr, process.stdout[-3000:]
+
+
+def test_restyling_does_not_rerun_simulations(smoke_run):
+    workdir, _ = smoke_run
+    restyled = ["--config", "figures={fig2: {dpi: 60, panels: [{experiment: synthetic_base}]}}"]
+    process = snakemake(workdir, "-n", *smoke_args("fig2"), *restyled)
+    assert "simulate" not in process.stdout.split("Job stats:")[1].split("Reasons")[0]
+
+
+def test_aggregates_are_identical_with_one_and_two_cores(smoke_run, tmp_path):
+    workdir, _ = smoke_run
+    serial = copy_workflow(tmp_path / "repo")
+    snakemake(serial, *smoke_args("fig2", "fig3", cores=1))
+    tables = sorted((workdir / SMOKE_RESULTS / "aggregate").glob("synthetic_*.tsv"))
+    assert len(tables) == 4 * 3  # per experiment: the per-round, per-run and per-curve tables
+    for table in tables:
+        assert (serial / SMOKE_RESULTS / "aggregate" / table.name).read_bytes() == table.read_bytes(), table.name
+    for name in ("fig2.tsv", "fig3.tsv"):
+        assert (serial / SMOKE_RESULTS / "figures" / name).read_bytes() == \
+            (workdir / SMOKE_RESULTS / "figures" / name).read_bytes(), name
+
+
+@pytest.mark.parametrize("override, key, value", [
+    ("experiments: {synthetic_base: {instance: {arrival_rate: 1.5}}}", "arrival_rate", "1.5"),
+    ("experiments: {synthetic_base: {seeds: 0}}", "seeds", "0"),
+    ("experiments: {synthetic_base: {policies: [cqb_eps, cqb_magic]}}", "policies", "cqb_magic"),
+    ("experiments: {synthetic_slack: {sweep: {slack: [0.1, 1.5]}}}", "slack", "1.5"),
+    ("defaults: {policy_params: {projection: nearest}}", "projection", "nearest"),
+    ("defaults: {policy_params: {bonus_scale: abc}}", "bonus_scale", "abc"),
+])
+def test_bad_config_value_is_named(workflow_copy, override, key, value):
+    (workflow_copy / "config" / "bad.yaml").write_text(override + "\n")
+    process = snakemake(workflow_copy, "-n", "fig2", "--configfile", "config/bad.yaml", check=False)
+    output = process.stdout + process.stderr
+    assert process.returncode != 0
+    assert key in output and value in output, output[-3000:]
+
+
+def test_unknown_top_level_key_is_refused_in_one_line(workflow_copy):
+    process = snakemake(workflow_copy, "-n", "--config", "experimentz={}", check=False)
+    output = process.stdout + process.stderr
+    named = [line for line in output.splitlines() if "experimentz" in line]
+    assert process.returncode != 0 and "Traceback" not in output, output[-3000:]
+    assert len(named) == 1 and named[0].startswith("config error: unknown config key experimentz"), output
+
+
+def test_horizon_sweep_expands_to_one_run_set_per_horizon(workflow_copy):
+    """sweep: {horizon: [...]} gives run files under T{horizon}, with per-horizon seeds."""
+    (workflow_copy / "config" / "sweep.yaml").write_text(
+        "experiments: {rates_horizons: {seeds: 4, seeds_by_horizon: {500: 2},"
+        " policies: [cqb_opt], sweep: {horizon: [250, 500, 750]}}}\n")
+    process = snakemake(workflow_copy, "-n", "regret_rates", "--configfile", "config/smoke.yaml",
+                        "config/sweep.yaml")
+    outputs = [line.split("output: ", 1)[1] for line in process.stdout.splitlines() if "output: " in line]
+    runs = [o for o in outputs if "/runs/synth_K5_" in o]  # (not the K = 9 panel's runs)
+    counts = {h: sum(f"/T{h}/cqb_opt/" in o for o in runs) for h in (250, 500, 750)}
+    assert counts == {250: 4, 500: 2, 750: 4}, counts
+    assert len(runs) == 10
+
+
+def test_horizon_sweep_rejects_a_bad_horizon(workflow_copy):
+    (workflow_copy / "config" / "bad.yaml").write_text(
+        "experiments: {rates_horizons: {sweep: {horizon: [300, 2.5]}}}\n")
+    process = snakemake(workflow_copy, "-n", "fig5", "--configfile", "config/smoke.yaml", "config/bad.yaml",
+                        check=False)
+    output = process.stdout + process.stderr
+    assert process.returncode != 0 and "horizon" in output and "2.5" in output, output[-3000:]
+
+
+def test_interrupted_run_resumes_without_partial_files(workflow_copy):
+    """SIGKILL the whole run (Snakemake and its jobs) mid-way, then resume."""
+    runs = workflow_copy / SMOKE_RESULTS / "runs"
+    process = subprocess.Popen([sys.executable, "-m", "snakemake", *smoke_args("fig2")],
+                               cwd=workflow_copy, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while len(list(runs.rglob("seed*.npz"))) < 3:
+            assert process.poll() is None, "the run ended before it could be interrupted"
+            assert time.monotonic() < deadline, "no run files after two minutes"
+            time.sleep(0.05)
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    finished = list(runs.rglob("seed*.npz"))
+    assert finished and len(finished) < FIG2_SMOKE_RUNS, "interrupt came too late to test anything"
+    for path in finished:  # every visible run file is complete
+        with np.load(path) as data:
+            assert data["queue"].shape == data["oracle_queue"].shape
+
+    # a hard kill leaves Snakemake's lock, and a job killed after its file was
+    # renamed into place but before Snakemake noted it counts as incomplete
+    snakemake(workflow_copy, "--unlock", *SMOKE)
+    snakemake(workflow_copy, *smoke_args("fig2"), "--rerun-incomplete")
+    assert len(list(runs.rglob("seed*.npz"))) == FIG2_SMOKE_RUNS
+    leftovers = [p for p in runs.rglob("*") if p.is_file() and p.name.startswith(".")]
+    assert not leftovers, f"temporary files left behind: {leftovers}"
