@@ -73,9 +73,15 @@ def test_dry_run_of_full_config_builds_every_figure(tmp_path):
     # fig6: CQB-Opt and CQB-ε × 4×10 (c_β ≠ 0.03; the oracle and c_β = 0.03 are the base runs);
     # fig5: 3 policies × (40 + 20 + 10 + 10 + 20) base − the 2×10 base runs at T = 5000,
     # and 3 × (30 + 10 + 10 + 10 + 20) at K = 9; fig4: 3×8×10; tuning 7×5×30 and the
-    # stall check 5×200; Figure 7's cells 1880 (as in tests/test_experiments.py)
+    # stall check 5×200; Figure 7's cells 1880 (as in tests/test_experiments.py); the powered
+    # reading's first look (later looks and the tuning's stage 2 wait for their checkpoints):
+    # stall_rate_defaults 5×400 on seeds 20000–20399, and 20 seeds of every other unit not among
+    # those (Random on the base instance, 2×2 at ϵ ≠ 0.1, 2×3 at K ≠ 5, 2×3 at d ≠ 5, 3×7 real-data)
     assert "rule fig5:" in output and "rule regret_rates:" in output
-    assert n_simulate == 240 + 80 + (3 * 100 - 20) + 3 * 80 + 240 + 7 * 5 * 30 + 5 * 200 + 1880
+    powered_first_look = 5 * 400 + 20 * (1 + 4 + 6 + 6 + 21)
+    assert "checkpoint powered_look:" in output and "checkpoint tuning_contenders:" in output
+    assert n_simulate == (240 + 80 + (3 * 100 - 20) + 3 * 80 + 240 + 7 * 5 * 30 + 5 * 200 + 1880
+                          + powered_first_look)
 
 
 @pytest.mark.skipif(not CAN_RUN_FIG4, reason="the claims need the real-data experiments (mirror, torchvision)")

@@ -14,6 +14,9 @@ STAGE2 = config["tuning"]["stage2"]
 STAGE2_SEEDS = tuple(range(STAGE2["first_seed"], STAGE2["first_seed"] + STAGE2["seeds"]))
 CONTENDERS = f"{RESULTS}/tuning/contenders.tsv"
 
+include: "powered_common.smk"
+
+
 try:  # every use of seeds has its own
     check_seed_uses({"evaluation": evaluation_seeds(PLAN, TUNING_EXPERIMENTS),
                      "tuning (stage 1)": {s for e in TUNING_EXPERIMENTS for c in PLAN.curves[e] for s in c.seeds},
@@ -21,27 +24,6 @@ try:  # every use of seeds has its own
                      "the powered claims": powered_seeds(POWERED)})
 except ConfigError as error:
     sys.exit(f"config error: {error}")
-
-
-def _state(path):
-    return json.loads(Path(path).read_text())
-
-
-def powered_look_inputs(wildcards):
-    """The run files of look `look` of a claim: after the first look, only
-    what the previous look left undecided (and the previous state)."""
-    claim = POWERED[wildcards.claim]
-    look = int(wildcards.look)
-    previous = None
-    inputs = {}
-    if look > 0:
-        path = checkpoints.powered_look.get(claim=wildcards.claim, look=look - 1).output.state
-        previous = _state(path)
-        inputs["previous"] = path
-    files = powered_run_files(claim, PLAN.curves[claim.spec.experiment], RUN_FILE,
-                              look_counts(claim, look, previous))
-    inputs["runs"] = [path for unit_files in files.values() for path in unit_files]
-    return inputs
 
 
 wildcard_constraints:
@@ -68,26 +50,18 @@ checkpoint powered_look:
         "../../scripts/powered_look.py"
 
 
-def powered_last_look(wildcards):
-    """The last look of a powered claim: look after look, as long as the
-    previous one said continue (each get() waits for that checkpoint). One
-    rule per claim, so the claims' looks run side by side."""
-    look = 0
-    while True:
-        path = checkpoints.powered_look.get(claim=wildcards.claim, look=look).output.state
-        if not _state(path)["continue"]:
-            return path
-        look += 1
-
-
 rule powered_final:
     localrule: True
     input:
         powered_last_look,
     output:
         f"{RESULTS}/powered/{{claim}}/final.json",
+    log:
+        f"{LOGS}/powered/{{claim}}/final.log",
+    conda:
+        "../envs/analysis.yaml"
     shell:
-        "cp {input:q} {output:q}"
+        "cp {input:q} {output:q} 2> {log:q}"
 
 
 rule powered_claims:
@@ -106,15 +80,3 @@ rule powered_claims:
         "../envs/analysis.yaml"
     script:
         "../../scripts/powered_claims.py"
-
-
-def tuning_stage2_files(wildcards):
-    """The stage-2 run files: every contender on the stage-2 seeds."""
-    import pandas as pd
-
-    path = checkpoints.tuning_contenders.get().output.contenders
-    chosen = pd.read_csv(path, sep="\t", dtype=str)
-    curves = {c.label: c for e in TUNING_EXPERIMENTS for c in PLAN.curves[e]}
-    return [RUN_FILE.format(instance_id=curves[label].instance_id, horizon=curves[label].horizon,
-                            policy=label, seed=seed)
-            for label in chosen["label"] for seed in STAGE2_SEEDS]
