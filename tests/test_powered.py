@@ -191,3 +191,21 @@ def test_stage2_picks_the_safe_contender_with_the_lowest_regret():
     assert table.set_index(["policy", "value"]).loc[("p", "0.1"), "safe"]
     assert chosen["q"] == "3"  # none safe: the fewest stalls wins over the lower regret
     assert not table[table["policy"] == "q"]["safe"].any()
+
+
+def test_claims_markdown_shows_both_readings_side_by_side():
+    from cqb.claims import claims_markdown, evaluate_claims, with_powered
+
+    spec = ClaimSpec("best", "a is best", "best", "e", ("a",), metric="mean_regret")
+    a = np.zeros(10)
+    first = evaluate_claims([spec], {"e": runs_table({("a", ""): a, ("b", ""): a + np.linspace(-1, 1, 10)},
+                                                     first=0)})
+    claim = best_claim(["b"], looks=(8,))
+    state = evaluate_look(claim, 0, runs_table({("a", ""): a, ("b", ""): a + np.arange(1, 11)}), None)
+    table = with_powered(first, pd.DataFrame([powered_row(claim, state)]))
+    text = claims_markdown(table)
+    assert "| powered: value [interval] | powered verdict | powered n (cap) |" in text
+    assert f"**{INCONCLUSIVE}** | 10 |" in text and f"**{HOLDS}** | 8 (8) |" in text
+    assert "at the figures' seeds: 0 holds, 0 does not hold, 0 tie within δ, 1 inconclusive; powered: 1 holds" in text
+    with pytest.raises(ValueError, match="not in the claims table"):
+        with_powered(first, pd.DataFrame([dict(powered_row(claim, state), claim="other")]))

@@ -401,6 +401,15 @@ def claims_markdown(table: pd.DataFrame, header: str = "") -> str:
     powered = "powered_verdict" in table.columns
     lines = [header] if header else []
     if powered:
+        has = table["powered_verdict"].map(lambda v: isinstance(v, str) and bool(v))
+
+        def counts(verdicts):
+            return ", ".join(f"{int((verdicts == v).sum())} {v}" for v in VERDICTS)
+
+        lines += [f"Verdicts of the {int(has.sum())} claims with both readings — at the figures' seeds: "
+                  f"{counts(table.loc[has, 'verdict'])}; powered: {counts(table.loc[has, 'powered_verdict'])}.",
+                  ""]
+    if powered:
         lines += ["| claim | figure | statistic | value [95% interval] | verdict | n seeds | "
                   "powered: value [interval] | powered verdict | powered n (cap) |",
                   "| --- | --- | --- | --- | --- | ---: | --- | --- | ---: |"]
