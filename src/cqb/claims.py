@@ -48,8 +48,8 @@ Kinds of check (``ClaimSpec.kind``):
     with a bootstrap interval; holds above ``threshold`` (a fraction).
 ``stall_rate``
     the share of stalled runs of each policy; exact binomial interval; holds
-    when the observed share is at most ``threshold`` for every policy; the
-    value is the largest share.
+    when every policy's interval lies below ``threshold`` (its upper end at
+    most the threshold), does not hold when some policy's lies above it.
 """
 
 from __future__ import annotations
