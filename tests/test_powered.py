@@ -131,7 +131,8 @@ def test_inconclusive_at_the_cap_states_what_it_excludes():
     state = evaluate_look(claim, 0, runs_table({("a", ""): a, ("b", ""): a + rng.normal(0, 1, 6)}), None)
     assert state["verdict"] == INCONCLUSIVE
     row = powered_row(claim, state)
-    assert row["excluded"].startswith("excluded at 95%: b − a: outside [")
+    low, high = state["comparisons"][0]["ci_low"], state["comparisons"][0]["ci_high"]
+    assert row["excluded"] == f"effects excluded at 95%: b − a: below {low:.3g} and above {high:.3g}"
 
 
 def test_ordered_claim_requests_only_the_sweep_values_of_its_undecided_pairs():

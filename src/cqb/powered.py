@@ -167,7 +167,7 @@ def evaluate_look(claim: PoweredClaim, look: int, runs: pd.DataFrame, previous: 
             record = {"key": comparison.key, "units": [list(u) for u in comparison.units],
                       "value": comparison.value, "ci_low": comparison.ci_low, "ci_high": comparison.ci_high,
                       "verdict": comparison.verdict, "n": comparison.n,
-                      "text": f"{comparison.text} (n={comparison.n})",
+                      "text": comparison.text if " n=" in comparison.text else f"{comparison.text} (n={comparison.n})",
                       "decided_at": look if comparison.verdict != INCONCLUSIVE else None}
         records.append(record)
         merged.append(_as_comparison(record))
@@ -201,9 +201,9 @@ def excluded_text(state: Mapping) -> str:
     if state["verdict"] != INCONCLUSIVE:
         return ""
     level = f"{100 * state['confidence']:.4g}%"
-    parts = [f"{r['key']}: outside [{r['ci_low']:.3g}, {r['ci_high']:.3g}]" for r in state["comparisons"]
+    parts = [f"{r['key']}: below {r['ci_low']:.3g} and above {r['ci_high']:.3g}" for r in state["comparisons"]
              if r["decided_at"] is None and r["ci_low"] is not None]
-    return f"excluded at {level}: " + "; ".join(parts) if parts else ""
+    return f"effects excluded at {level}: " + "; ".join(parts) if parts else ""
 
 
 def powered_row(claim: PoweredClaim, state: Mapping) -> dict:
