@@ -7,7 +7,7 @@ import pandas as pd
 
 from cqb import __version__
 from cqb.analysis.aggregate import write_table
-from cqb.analysis.claims import HOLDS, FAILS, claims_markdown, evaluate_claims
+from cqb.analysis.claims import HOLDS, FAILS, claims_markdown, evaluate_claims, with_powered
 from cqb.sim.code_hash import simulation_code_hash
 from cqb.analysis.aggregate import atomic_write_text
 from cqb.pipeline.results import markdown_table, provenance, provenance_line, results_summary
@@ -32,10 +32,14 @@ def main(smk):
         runs = {name: read_runs_table(path) for name, path in zip(smk.params.run_experiments, smk.input.runs)}
         record = provenance(smk.config, simulation_code_hash(),
                             {h for table in runs.values() for h in table["code_hash"] if h}, __version__)
-        table = evaluate_claims(smk.params.specs, runs)
+        table = evaluate_claims(smk.params.specs, runs, smk.params.margins)
         if smk.input.get("tuning"):
             table = pd.concat([table, pd.DataFrame([tuning_row(smk.input.tuning, smk.params.configured)])],
                               ignore_index=True)
+        if smk.input.get("powered"):
+            powered = pd.read_csv(smk.input.powered, sep="\t", keep_default_na=False,
+                                  na_values={c: ["nan", ""] for c in ("value", "ci_low", "ci_high")})
+            table = with_powered(table, powered)
         write_table(table, smk.output.tsv, smk.params.float_format)
         atomic_write_text(smk.output.md, claims_markdown(table))
         curves = {name: read_curves_table(path) for name, path in zip(smk.params.curve_experiments, smk.input.curves)}

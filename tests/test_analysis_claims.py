@@ -144,9 +144,15 @@ def test_stall_rate_reports_the_count_and_the_seeds():
     runs.loc[(runs["policy"] == "b") & (runs["seed"] == 7), "stalled"] = True
     spec = ClaimSpec("stall", "few stalls", "stall_rate", "e", ("a", "b"), threshold=0.01)
     row = verdict(spec, runs)
-    assert row["verdict"] == FAILS and row["value"] == pytest.approx(0.1)
+    # 1/10: exact interval [0.0025, 0.445] straddles 1 %: the interval decides, not the observed share
+    assert row["verdict"] == INCONCLUSIVE and row["value"] == pytest.approx(0.1)
     assert "b: 1/10" in row["detail"] and "stalled seeds: 7" in row["detail"]
-    assert verdict(ClaimSpec("s", "x", "stall_rate", "e", ("a", "b"), threshold=0.1), runs)["verdict"] == HOLDS
+    assert row["ci_high"] == pytest.approx(binomial_interval(1, 10)[1])
+    # holds only when the upper end is at most the threshold (0.445 ≤ 0.45; not ≤ 0.44)
+    assert verdict(ClaimSpec("s", "x", "stall_rate", "e", ("a", "b"), threshold=0.45), runs)["verdict"] == HOLDS
+    assert verdict(ClaimSpec("s", "x", "stall_rate", "e", ("a", "b"), threshold=0.44), runs)["verdict"] == INCONCLUSIVE
+    runs.loc[(runs["policy"] == "b") & (runs["seed"] < 6), "stalled"] = True  # 7/10: lower end 0.35
+    assert verdict(ClaimSpec("s", "x", "stall_rate", "e", ("a", "b"), threshold=0.3), runs)["verdict"] == FAILS
 
 
 def test_drops_measures_the_fall_from_the_peak():

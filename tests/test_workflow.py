@@ -36,7 +36,7 @@ ALL_POLICIES = {"cqb_eps", "cqb_opt", "random", "oracle", "cqb_eps_opt", "cqb_ts
 
 def smoke_targets():
     # the claims include the real-data experiments, so they need fig4's data
-    return ["fig2", "fig3", "fig5", "fig6"] + (["fig4", "claims"] if CAN_RUN_FIG4 else [])
+    return ["fig2", "fig3", "fig5", "fig6", "powered_claims", "tuning"] + (["fig4", "claims"] if CAN_RUN_FIG4 else [])
 
 
 def smoke_args(*targets, cores=2):
@@ -73,9 +73,15 @@ def test_dry_run_of_full_config_builds_every_figure(tmp_path):
     # fig6: CQB-Opt and CQB-ε × 4×10 (c_β ≠ 0.03; the oracle and c_β = 0.03 are the base runs);
     # fig5: 3 policies × (40 + 20 + 10 + 10 + 20) base − the 2×10 base runs at T = 5000,
     # and 3 × (30 + 10 + 10 + 10 + 20) at K = 9; fig4: 3×8×10; tuning 7×5×30 and the
-    # stall check 5×200; Figure 7's cells 1880 (as in tests/test_pipeline_experiments.py)
+    # stall check 5×200; Figure 7's cells 1880 (as in tests/test_pipeline_experiments.py); the powered
+    # reading's first look (later looks and the tuning's stage 2 wait for their checkpoints):
+    # stall_rate_defaults 5×400 on seeds 20000–20399, and 20 seeds of every other unit not among
+    # those (Random on the base instance, 2×2 at ϵ ≠ 0.1, 2×3 at K ≠ 5, 2×3 at d ≠ 5, 3×7 real-data)
     assert "rule fig5:" in output and "rule regret_rates:" in output
-    assert n_simulate == 240 + 80 + (3 * 100 - 20) + 3 * 80 + 240 + 7 * 5 * 30 + 5 * 200 + 1880
+    powered_first_look = 5 * 400 + 20 * (1 + 4 + 6 + 6 + 21)
+    assert "checkpoint powered_look:" in output and "checkpoint tuning_contenders:" in output
+    assert n_simulate == (240 + 80 + (3 * 100 - 20) + 3 * 80 + 240 + 7 * 5 * 30 + 5 * 200 + 1880
+                          + powered_first_look)
 
 
 @pytest.mark.skipif(not CAN_RUN_FIG4, reason="the claims need the real-data experiments (mirror, torchvision)")
@@ -84,7 +90,7 @@ def test_smoke_run_builds_the_claims_table_with_provenance(smoke_run):
 
     import pandas as pd
 
-    from cqb.analysis.claims import HOLDS, FAILS, INCONCLUSIVE
+    from cqb.analysis.claims import HOLDS, FAILS, INCONCLUSIVE, TIE
     from cqb.sim.code_hash import simulation_code_hash
 
     workdir, _ = smoke_run
@@ -93,7 +99,10 @@ def test_smoke_run_builds_the_claims_table_with_provenance(smoke_run):
     claims = pd.read_csv(figures / "claims.tsv", sep="\t")
     names = [c["name"] for c in config["claims"]] + ["tuned_values_used"]
     assert claims["claim"].tolist() == names
-    assert set(claims["verdict"]) <= {HOLDS, FAILS, INCONCLUSIVE}
+    assert set(claims["verdict"]) <= {HOLDS, FAILS, INCONCLUSIVE, TIE}
+    smoke_powered = [c["name"] for c in yaml.safe_load((workdir / "config" / "smoke.yaml").read_text())["powered"]["claims"]]
+    assert claims.loc[claims["claim"].isin(smoke_powered), "powered_verdict"].notna().all()
+    assert "powered verdict" in (figures / "claims.md").read_text()
     assert "| claim |" in (figures / "claims.md").read_text()
     assert json.loads((figures / "provenance.json").read_text())["code_hash"] == simulation_code_hash()
     results = (figures / "results.md").read_text()
@@ -102,6 +111,30 @@ def test_smoke_run_builds_the_claims_table_with_provenance(smoke_run):
     assert tuning.groupby("policy")["chosen"].sum().eq(1).all()  # one choice per tuned policy
     runs = pd.read_csv(workdir / SMOKE_RESULTS / "aggregate" / "stall_check.runs.tsv", sep="\t")
     assert set(runs["seed"]) == {100, 101, 102}  # evaluation seeds disjoint from tuning's 1000+
+
+
+def test_smoke_run_builds_the_powered_reading_look_by_look(smoke_run):
+    import json
+
+    import pandas as pd
+
+    workdir, _ = smoke_run
+    smoke = yaml.safe_load((workdir / "config" / "smoke.yaml").read_text())["powered"]
+    table = pd.read_csv(workdir / SMOKE_RESULTS / "figures" / "claims_powered.tsv", sep="\t", keep_default_na=False)
+    assert table["claim"].tolist() == [c["name"] for c in smoke["claims"]]
+    for entry in smoke["claims"]:
+        looks = entry.get("looks", smoke["looks"])
+        states = sorted((workdir / SMOKE_RESULTS / "powered" / entry["name"]).glob("look*.json"))
+        state = json.loads(states[-1].read_text())
+        assert [h["n"] for h in state["history"]] == looks[:len(states)]  # looks in order, none skipped
+        assert state["continue"] is False
+        row = table[table["claim"] == entry["name"]].iloc[0]
+        assert row["n_seeds"] == state["n"] and row["cap"] == looks[-1]
+    # the powered runs are on their own seeds, from powered.first_seed on
+    powered_runs = list((workdir / SMOKE_RESULTS / "runs").glob("*/T*/*/seed2????.npz"))
+    assert powered_runs and all(20000 <= int(p.stem[4:]) < 20000 + 5 for p in powered_runs)
+    stage2 = pd.read_csv(workdir / SMOKE_RESULTS / "figures" / "tuning_stage2.tsv", sep="\t")
+    assert (stage2["n_runs"] == 3).all() and stage2.groupby("policy")["chosen"].sum().eq(1).all()
 
 
 def test_smoke_run_builds_figures_and_tables(smoke_run):

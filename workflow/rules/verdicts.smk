@@ -8,15 +8,42 @@ SUMMARY_EXPERIMENTS = list(dict.fromkeys(
     [e for spec in PLAN.figures.values() for e in spec.experiments] + claim_experiments(CLAIM_SPECS)))
 
 
+include: "powered.smk"
+
+
+if TUNING_EXPERIMENTS and STAGE2_SEEDS:
+
+    # the powered tuning's first stage: which grid values go on to stage 2
+    checkpoint tuning_contenders:
+        localrule: True
+        input:
+            runs=[RUNS_TABLE.format(experiment=e) for e in TUNING_EXPERIMENTS],
+        output:
+            contenders=CONTENDERS,
+        params:
+            contenders=STAGE2["contenders"],
+            stall_bound=STAGE2["stall_bound"],
+            float_format=config["aggregate"]["float_format"],
+        log:
+            f"{LOGS}/verdicts/tuning_contenders.log",
+        conda:
+            "../envs/analysis.yaml"
+        script:
+            "../../scripts/tuning_contenders.py"
+
+
 if TUNING_EXPERIMENTS:
 
     rule tuning:
         localrule: True
         input:
             runs=[RUNS_TABLE.format(experiment=e) for e in TUNING_EXPERIMENTS],
+            contenders=CONTENDERS if STAGE2_SEEDS else [],
+            stage2=tuning_stage2_files if STAGE2_SEEDS else [],
         output:
             table=f"{FIGURES}/tuning.tsv",
             choices=f"{RESULTS}/tuning/choices.tsv",
+            stage2=f"{FIGURES}/tuning_stage2.tsv",
             pdf=f"{FIGURES}/tuning.pdf",
             png=report(f"{FIGURES}/tuning.png", caption="../report/tuning.rst", category="Verdicts"),
         params:
@@ -25,6 +52,8 @@ if TUNING_EXPERIMENTS:
             title=config["tuning"]["title"],
             display_names=display_names(),
             float_format=config["aggregate"]["float_format"],
+            stall_bound=STAGE2["stall_bound"],
+            summaries=config["summaries"],
         log:
             f"{LOGS}/verdicts/tuning.log",
         conda:
@@ -39,6 +68,7 @@ rule claims:
         runs=[RUNS_TABLE.format(experiment=e) for e in claim_experiments(CLAIM_SPECS)],
         curves=[CURVES_TABLE.format(experiment=e) for e in SUMMARY_EXPERIMENTS],
         tuning=f"{RESULTS}/tuning/choices.tsv" if TUNING_EXPERIMENTS else [],
+        powered=POWERED_TABLE if POWERED else [],
     output:
         tsv=f"{FIGURES}/claims.tsv",
         md=report(f"{FIGURES}/claims.md", caption="../report/claims.rst", category="Verdicts"),
@@ -53,6 +83,7 @@ rule claims:
         descriptions={name: e.get("description", "") for name, e in config["experiments"].items()},
         instance_keys=["slack", "n_servers", "dim", "arrival_rate"],
         float_format=config["aggregate"]["float_format"],
+        margins=config["claim_margins"],
     log:
         f"{LOGS}/verdicts/claims.log",
     conda:

@@ -11,7 +11,15 @@ A claim reads its statistic, a 95 % interval and a verdict:
 
 * ``holds``: the interval lies on the claim's side of its threshold;
 * ``does not hold``: the interval lies on the other side;
-* ``inconclusive``: the interval straddles the threshold.
+* ``tie within δ``: the interval straddles the threshold but lies inside
+  threshold ± δ, the claim kind's equivalence margin (``claim_margins``);
+* ``inconclusive``: the interval straddles the threshold, wider than ± δ.
+
+A claim is a set of *comparisons* (per policy and sweep value, per adjacent
+sweep pair, per other policy); each has its own interval and verdict, and
+the claim's verdict combines them (:func:`combine`). Every check takes the
+interval level ``confidence`` and the margin ``margin``, so the powered
+reading (:mod:`cqb.powered`) evaluates the same statistics at its own levels.
 
 Kinds of check (``ClaimSpec.kind``):
 
@@ -40,8 +48,8 @@ Kinds of check (``ClaimSpec.kind``):
     with a bootstrap interval; holds above ``threshold`` (a fraction).
 ``stall_rate``
     the share of stalled runs of each policy; exact binomial interval; holds
-    when the observed share is at most ``threshold`` for every policy; the
-    value is the largest share.
+    when every policy's interval lies below ``threshold`` (its upper end at
+    most the threshold), does not hold when some policy's lies above it.
 """
 
 from __future__ import annotations
@@ -58,7 +66,8 @@ from .summaries import binomial_interval
 KINDS = ("grows", "converges", "ordered", "best", "drops", "stall_rate")
 METRICS = ("final_regret", "tail_regret", "mean_regret", "early_regret", "peak_round", "peak_queue",
            "late_slope")
-HOLDS, FAILS, INCONCLUSIVE = "holds", "does not hold", "inconclusive"
+HOLDS, FAILS, INCONCLUSIVE, TIE = "holds", "does not hold", "inconclusive", "tie within δ"
+VERDICTS = (HOLDS, FAILS, TIE, INCONCLUSIVE)
 CLAIM_COLUMNS = ("claim", "figure", "experiment", "statement", "statistic", "value", "ci_low",
                  "ci_high", "verdict", "n_seeds", "detail")
 
@@ -96,7 +105,23 @@ class ClaimResult:
     verdict: str
     n_seeds: int
     detail: str = ""
+    comparisons: tuple = ()  # the Comparisons behind the verdict
     extra: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One interval of a claim: ``key`` names it (stable across looks),
+    ``units`` are the (policy label, sweep value) run sets it reads."""
+
+    key: str
+    units: tuple
+    value: float
+    ci_low: float
+    ci_high: float
+    verdict: str
+    n: int
+    text: str
 
 
 def bootstrap_mean_interval(values, confidence=0.95, resamples=4000, seed=0) -> tuple[float, float]:
@@ -112,13 +137,18 @@ def bootstrap_mean_interval(values, confidence=0.95, resamples=4000, seed=0) -> 
     return float(low), float(high)
 
 
-def _verdict_above(low, high, threshold):
+def interval_verdict(low, high, threshold, margin=0.0, upward=True) -> str:
+    """The verdict of one interval: on the claim's side of ``threshold``
+    (above when ``upward``) → holds, on the other → does not hold, straddling
+    it but inside threshold ± ``margin`` → tie within δ, else inconclusive."""
     if not (math.isfinite(low) and math.isfinite(high)):
         return INCONCLUSIVE
     if low > threshold:
-        return HOLDS
+        return HOLDS if upward else FAILS
     if high < threshold:
-        return FAILS
+        return FAILS if upward else HOLDS
+    if margin > 0 and threshold - margin < low and high < threshold + margin:
+        return TIE
     return INCONCLUSIVE
 
 
@@ -135,34 +165,31 @@ def _select(runs: pd.DataFrame, spec: ClaimSpec, policy: str | None = None) -> p
     return rows
 
 
-def _mean_check(values, threshold, below: bool) -> tuple[float, float, float, str]:
-    mean = float(np.mean(values))
-    low, high = bootstrap_mean_interval(values)
-    verdict = _verdict_above(-high, -low, -threshold) if below else _verdict_above(low, high, threshold)
-    return mean, low, high, verdict
-
-
-def _decisive(results, upward: bool = True):
+def decisive(comparisons, upward: bool = True):
     """The comparison that decides a combined verdict, to be reported: a
     failing one if any (the farthest on the wrong side), else an inconclusive
-    one, else the holding one nearest to its threshold. ``results`` are tuples
-    (value, ci_low, ci_high, verdict, ...); ``upward``: the claim wants values
-    above its threshold."""
-    for wanted in (FAILS, INCONCLUSIVE, HOLDS):
-        chosen = [r for r in results if r[3] == wanted]
+    one, else a tie, else the holding one nearest to its threshold.
+    ``upward``: the claim wants values above its threshold."""
+    for wanted in (FAILS, INCONCLUSIVE, TIE, HOLDS):
+        chosen = [c for c in comparisons if c.verdict == wanted]
         if chosen:
             if upward:
-                return min(chosen, key=lambda r: r[2] if wanted == FAILS else r[1])
-            return max(chosen, key=lambda r: r[1] if wanted == FAILS else r[2])
+                return min(chosen, key=lambda c: c.ci_high if wanted == FAILS else c.ci_low)
+            return max(chosen, key=lambda c: c.ci_low if wanted == FAILS else c.ci_high)
     raise ValueError("no comparisons")
 
 
-def _combine(verdicts):
-    verdicts = list(verdicts)  # read twice below
+def combine(verdicts) -> str:
+    """A claim's verdict from its comparisons': does not hold if one does
+    not; holds if all hold; a tie within δ if all hold or tie; else
+    inconclusive."""
+    verdicts = list(verdicts)  # read more than once below
     if any(v == FAILS for v in verdicts):
         return FAILS
     if all(v == HOLDS for v in verdicts):
         return HOLDS
+    if all(v in (HOLDS, TIE) for v in verdicts):
+        return TIE
     return INCONCLUSIVE
 
 
@@ -171,35 +198,37 @@ def _groups(runs, spec):
     for policy in spec.policies:
         rows = _select(runs, spec, policy)
         for value, group in rows.groupby("sweep_value", sort=False):
-            yield (f"{policy} at {group['sweep_param'].iloc[0]} = {value}" if value != "" else policy), group
+            yield (policy, value), (f"{policy} at {group['sweep_param'].iloc[0]} = {value}"
+                                    if value != "" else policy), group
 
 
-def _per_group_mean(runs, spec, values_of, threshold, below, describe):
-    """One mean check per policy and sweep value; the row reports the least
-    favourable one and lists all of them."""
-    parts, results = [], []
-    for name, rows in _groups(runs, spec):
-        mean, low, high, verdict = _mean_check(values_of(rows), threshold, below)
-        results.append((mean, low, high, verdict, len(rows)))
-        parts.append(f"{name}: {mean:.3g} [{low:.3g}, {high:.3g}] n={len(rows)} {verdict}")
-    worst = _decisive(results, upward=not below)
-    return ClaimResult(describe, worst[0], worst[1], worst[2], _combine(r[3] for r in results),
-                       min(r[4] for r in results), "; ".join(parts))
+def _per_group_mean(runs, spec, values_of, below, confidence, margin):
+    """One mean check per policy and sweep value."""
+    comparisons = []
+    for unit, name, rows in _groups(runs, spec):
+        values = values_of(rows)
+        mean = float(np.mean(values))
+        low, high = bootstrap_mean_interval(values, confidence)
+        verdict = interval_verdict(low, high, spec.threshold, margin, upward=not below)
+        comparisons.append(Comparison(name, (unit,), mean, low, high, verdict, len(rows),
+                                      f"{name}: {mean:.3g} [{low:.3g}, {high:.3g}] n={len(rows)} {verdict}"))
+    return comparisons
 
 
-def check_grows(runs, spec):
-    return _per_group_mean(runs, spec, lambda rows: rows["late_slope"].to_numpy(), spec.threshold,
-                           below=False,
-                           describe="mean over seeds of the least-squares slope of Q(t) over the "
-                                    "second half of the horizon (jobs/round), bootstrap 95% interval; "
-                                    f"holds above {spec.threshold:g}")
+def _pct(confidence):
+    return f"{100 * confidence:.4g}%"
 
 
-def check_converges(runs, spec):
-    return _per_group_mean(runs, spec, lambda rows: rows[spec.metric].to_numpy(), spec.threshold,
-                           below=True,
-                           describe=f"mean over seeds of {spec.metric} (Q − Q*), bootstrap 95% "
-                                    f"interval; holds below {spec.threshold:g} jobs")
+def _grows(runs, spec, confidence=0.95, margin=0.0):
+    return (_per_group_mean(runs, spec, lambda rows: rows["late_slope"].to_numpy(), False, confidence, margin),
+            "mean over seeds of the least-squares slope of Q(t) over the second half of the horizon "
+            f"(jobs/round), bootstrap {_pct(confidence)} interval; holds above {spec.threshold:g}", True)
+
+
+def _converges(runs, spec, confidence=0.95, margin=0.0):
+    return (_per_group_mean(runs, spec, lambda rows: rows[spec.metric].to_numpy(), True, confidence, margin),
+            f"mean over seeds of {spec.metric} (Q − Q*), bootstrap {_pct(confidence)} interval; holds "
+            f"below {spec.threshold:g} jobs", False)
 
 
 def _drop_from_peak(rows):
@@ -208,10 +237,10 @@ def _drop_from_peak(rows):
     return np.where(peak > 0, (peak - final) / np.where(peak > 0, peak, 1), 0.0)
 
 
-def check_drops(runs, spec):
-    return _per_group_mean(runs, spec, _drop_from_peak, spec.threshold, below=False,
-                           describe="mean over seeds of (peak Q − final Q)/peak Q, bootstrap 95% "
-                                    f"interval; holds above {spec.threshold:g}")
+def _drops(runs, spec, confidence=0.95, margin=0.0):
+    return (_per_group_mean(runs, spec, _drop_from_peak, False, confidence, margin),
+            f"mean over seeds of (peak Q − final Q)/peak Q, bootstrap {_pct(confidence)} interval; "
+            f"holds above {spec.threshold:g}", True)
 
 
 def _sweep_order(rows):
@@ -222,8 +251,8 @@ def _sweep_order(rows):
         return values
 
 
-def check_ordered(runs, spec):
-    parts, shares = [], []
+def _ordered(runs, spec, confidence=0.95, margin=0.0):
+    comparisons = []
     for policy in spec.policies:
         rows = _select(runs, spec, policy)
         values = _sweep_order(rows)
@@ -236,72 +265,107 @@ def check_ordered(runs, spec):
             moved = int((change > 0).sum())
             counted = int((change != 0).sum())  # ties carry no sign
             share = moved / counted if counted else math.nan
-            low, high = binomial_interval(moved, counted) if counted else (math.nan, math.nan)
-            verdict = _verdict_above(low, high, 0.5)
-            shares.append((share, low, high, verdict, len(pair)))
-            parts.append(f"{policy} {smaller}→{larger}: {moved}/{counted} [{low:.2f}, {high:.2f}] {verdict}")
-    worst = _decisive(shares)
-    return ClaimResult(f"share of seeds whose {spec.metric} is {spec.direction} between adjacent sweep "
-                       "values (paired by seed; exact binomial 95% interval; weakest pair shown); "
-                       "holds when every pair is above 1/2",
-                       worst[0], worst[1], worst[2], _combine(s[3] for s in shares),
-                       min(s[4] for s in shares), "; ".join(parts))
+            low, high = binomial_interval(moved, counted, confidence) if counted else (math.nan, math.nan)
+            verdict = interval_verdict(low, high, 0.5, margin)
+            key = f"{policy} {smaller}→{larger}"
+            comparisons.append(Comparison(key, ((policy, smaller), (policy, larger)), share, low, high,
+                                          verdict, len(pair),
+                                          f"{key}: {moved}/{counted} [{low:.2f}, {high:.2f}] {verdict}"))
+    return (comparisons,
+            f"share of seeds whose {spec.metric} is {spec.direction} between adjacent sweep values "
+            f"(paired by seed; exact binomial {_pct(confidence)} interval; weakest pair shown); holds when "
+            "every pair is above 1/2", True)
 
 
-def check_best(runs, spec):
+def _best(runs, spec, confidence=0.95, margin=0.0):
     (claimed,) = spec.policies
     rows = _select(runs, spec)
     wide = rows.pivot_table(index="seed", columns="policy", values=spec.metric, aggfunc="first")
     if claimed not in wide:
         raise ValueError(f"claim {spec.name!r}: policy {claimed!r} not run in {spec.experiment!r}")
+    value_of = dict(zip(rows["policy"], rows["sweep_value"]))
     others = [p for p in wide.columns if p not in (claimed, "oracle")]
-    parts, results = [], []
+    comparisons = []
     for other in others:
         pair = wide[[claimed, other]].dropna()
         difference = pair[other].to_numpy() - pair[claimed].to_numpy()
         mean = float(difference.mean())
-        low, high = bootstrap_mean_interval(difference)
-        verdict = _verdict_above(low, high, 0.0)
-        results.append((mean, low, high, verdict, len(pair), other))
-        parts.append(f"{other} − {claimed}: {mean:.3g} [{low:.3g}, {high:.3g}] {verdict}")
-    worst = _decisive(results)
-    return ClaimResult(f"paired by seed, mean of ({spec.metric} of another policy − {spec.metric} of "
-                       f"{claimed}), bootstrap 95% interval; the comparison that decides, of the "
-                       f"{len(others)} other non-oracle policies (here {worst[5]}); holds above 0",
-                       worst[0], worst[1], worst[2], _combine(r[3] for r in results),
-                       min(r[4] for r in results), "; ".join(parts))
+        low, high = bootstrap_mean_interval(difference, confidence)
+        verdict = interval_verdict(low, high, 0.0, margin)
+        key = f"{other} − {claimed}"
+        comparisons.append(Comparison(key, ((claimed, value_of[claimed]), (other, value_of[other])), mean,
+                                      low, high, verdict, len(pair),
+                                      f"{key}: {mean:.3g} [{low:.3g}, {high:.3g}] {verdict}"))
+    return (comparisons,
+            f"paired by seed, mean of ({spec.metric} of another policy − {spec.metric} of {claimed}), "
+            f"bootstrap {_pct(confidence)} interval; the comparison that decides, of the {len(others)} other "
+            "non-oracle policies (here {decisive}); holds above 0", True)
 
 
-def check_stall_rate(runs, spec):
-    parts, results = [], []
+def _stall_rate(runs, spec, confidence=0.95, margin=0.0):
+    comparisons = []
     for policy in spec.policies:
         rows = _select(runs, spec, policy)
         stalled = int(rows["stalled"].sum())
         n = len(rows)
-        low, high = binomial_interval(stalled, n)
-        rate = stalled / n
+        low, high = binomial_interval(stalled, n, confidence)
         seeds = " ".join(str(s) for s in rows.loc[rows["stalled"].astype(bool), "seed"]) or "none"
-        results.append((rate, low, high, rate <= spec.threshold, n))
-        parts.append(f"{policy}: {stalled}/{n} [{low:.3f}, {high:.3f}] stalled seeds: {seeds}")
-    worst = max(results, key=lambda r: r[0])
-    verdict = HOLDS if all(r[3] for r in results) else FAILS
-    return ClaimResult(f"share of stalled runs (tail regret above the stall threshold), exact binomial "
-                       f"95% interval; largest over the policies; holds when every observed share is "
-                       f"≤ {spec.threshold:g}",
-                       worst[0], worst[1], worst[2], verdict, min(r[4] for r in results), "; ".join(parts))
+        verdict = interval_verdict(low, high, spec.threshold, margin, upward=False)
+        units = tuple((policy, value) for value in dict.fromkeys(rows["sweep_value"]))
+        comparisons.append(Comparison(policy, units, stalled / n, low, high, verdict, n,
+                                      f"{policy}: {stalled}/{n} [{low:.3f}, {high:.3f}] {verdict}; "
+                                      f"stalled seeds: {seeds}"))
+    return (comparisons,
+            f"share of stalled runs (tail regret above the stall threshold), exact binomial "
+            f"{_pct(confidence)} interval; the decisive policy shown; holds when every policy's upper end "
+            f"is ≤ {spec.threshold:g}", False)
 
 
-CHECKS = {"grows": check_grows, "converges": check_converges, "ordered": check_ordered,
-          "best": check_best, "drops": check_drops, "stall_rate": check_stall_rate}
+COMPARISONS = {"grows": _grows, "converges": _converges, "ordered": _ordered, "best": _best,
+               "drops": _drops, "stall_rate": _stall_rate}
 
 
-def evaluate_claims(specs: Sequence[ClaimSpec], runs_tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
-    """The claims table: one row per claim, in the order given."""
+def claim_comparisons(runs, spec, confidence=0.95, margin=0.0):
+    """(comparisons, statistic text, upward) of a claim on a run table."""
+    return COMPARISONS[spec.kind](runs, spec, confidence, margin)
+
+
+def summarise(spec: ClaimSpec, comparisons, statistic: str, upward: bool) -> ClaimResult:
+    """The claim's row from its comparisons: the decisive one's value and
+    interval, the combined verdict, the smallest n and every comparison."""
+    worst = decisive(comparisons, upward)
+    if "{decisive}" in statistic:
+        statistic = statistic.replace("{decisive}", worst.key.split(" − ")[0])
+    return ClaimResult(statistic, worst.value, worst.ci_low, worst.ci_high,
+                       combine(c.verdict for c in comparisons), min(c.n for c in comparisons),
+                       "; ".join(c.text for c in comparisons), tuple(comparisons))
+
+
+def check_claim(runs, spec, confidence=0.95, margin=0.0) -> ClaimResult:
+    return summarise(spec, *claim_comparisons(runs, spec, confidence, margin))
+
+
+def _checker(kind):
+    def check(runs, spec, confidence=0.95, margin=0.0):
+        return check_claim(runs, spec, confidence, margin)
+    check.__name__ = f"check_{kind}"
+    return check
+
+
+check_grows, check_converges, check_ordered, check_best, check_drops, check_stall_rate = (
+    _checker(kind) for kind in ("grows", "converges", "ordered", "best", "drops", "stall_rate"))
+CHECKS = {kind: _checker(kind) for kind in KINDS}
+
+
+def evaluate_claims(specs: Sequence[ClaimSpec], runs_tables: Mapping[str, pd.DataFrame],
+                    margins: Mapping[str, float] | None = None) -> pd.DataFrame:
+    """The claims table: one row per claim, in the order given (``margins``:
+    δ per claim kind, 0 when not given)."""
     rows = []
     for spec in specs:
         if spec.experiment not in runs_tables:
             raise ValueError(f"claim {spec.name!r}: no run table for experiment {spec.experiment!r}")
-        result = CHECKS[spec.kind](runs_tables[spec.experiment], spec)
+        result = check_claim(runs_tables[spec.experiment], spec, margin=float((margins or {}).get(spec.kind, 0.0)))
         rows.append({"claim": spec.name, "figure": spec.figure, "experiment": spec.experiment,
                      "statement": spec.statement, "statistic": result.statistic, "value": result.value,
                      "ci_low": result.ci_low, "ci_high": result.ci_high, "verdict": result.verdict,
@@ -309,16 +373,70 @@ def evaluate_claims(specs: Sequence[ClaimSpec], runs_tables: Mapping[str, pd.Dat
     return pd.DataFrame(rows, columns=list(CLAIM_COLUMNS))
 
 
+POWERED_MERGE = {"value": "powered_value", "ci_low": "powered_ci_low", "ci_high": "powered_ci_high",
+                 "confidence": "powered_confidence", "verdict": "powered_verdict", "n_seeds": "powered_n_seeds",
+                 "cap": "powered_cap", "n_runs": "powered_n_runs", "looks": "powered_looks",
+                 "excluded": "powered_excluded", "detail": "powered_detail"}
+
+
+def with_powered(table: pd.DataFrame, powered: pd.DataFrame) -> pd.DataFrame:
+    """The claims table with the powered reading's columns beside the first
+    reading's (empty for a claim without a powered reading)."""
+    extra = powered[["claim", *POWERED_MERGE]].rename(columns=POWERED_MERGE)
+    unknown = set(extra["claim"]) - set(table["claim"])
+    if unknown:
+        raise ValueError(f"powered claims {sorted(unknown)} are not in the claims table")
+    return table.merge(extra, on="claim", how="left")
+
+
+def _interval(value, low, high):
+    if not (isinstance(value, (int, float)) and math.isfinite(value)):
+        return ""
+    return f"{value:.3g} [{low:.3g}, {high:.3g}]" if math.isfinite(low) else f"{value:.3g}"
+
+
 def claims_markdown(table: pd.DataFrame, header: str = "") -> str:
-    """The claims table as Markdown: claim, figure, value [interval], verdict, n."""
+    """The claims table as Markdown: claim, figure, value [interval], verdict,
+    n; with the powered reading's columns beside them when the table has them."""
+    powered = "powered_verdict" in table.columns
     lines = [header] if header else []
-    lines += ["| claim | figure | statistic | value [95% interval] | verdict | n seeds |",
-              "| --- | --- | --- | --- | --- | ---: |"]
+    if powered:
+        has = table["powered_verdict"].map(lambda v: isinstance(v, str) and bool(v))
+
+        def counts(verdicts):
+            return ", ".join(f"{int((verdicts == v).sum())} {v}" for v in VERDICTS)
+
+        lines += [f"Verdicts of the {int(has.sum())} claims with both readings — at the figures' seeds: "
+                  f"{counts(table.loc[has, 'verdict'])}; powered: {counts(table.loc[has, 'powered_verdict'])}.",
+                  ""]
+    if powered:
+        lines += ["| claim | figure | statistic | value [95% interval] | verdict | n seeds | "
+                  "powered: value [interval] | powered verdict | powered n (cap) |",
+                  "| --- | --- | --- | --- | --- | ---: | --- | --- | ---: |"]
+    else:
+        lines += ["| claim | figure | statistic | value [95% interval] | verdict | n seeds |",
+                  "| --- | --- | --- | --- | --- | ---: |"]
     for row in table.itertuples():
-        interval = (f"{row.value:.3g} [{row.ci_low:.3g}, {row.ci_high:.3g}]"
-                    if math.isfinite(row.ci_low) else f"{row.value:.3g}")
-        lines.append(f"| {row.statement} | {row.figure} | {row.statistic} | {interval} | "
-                     f"**{row.verdict}** | {row.n_seeds} |")
+        line = (f"| {row.statement} | {row.figure} | {row.statistic} | "
+                f"{_interval(row.value, row.ci_low, row.ci_high)} | **{row.verdict}** | {row.n_seeds} |")
+        if powered:
+            if isinstance(row.powered_verdict, str) and row.powered_verdict:
+                line += (f" {_interval(row.powered_value, row.powered_ci_low, row.powered_ci_high)} "
+                         f"({100 * row.powered_confidence:.4g}%) | **{row.powered_verdict}** | "
+                         f"{int(row.powered_n_seeds)} ({int(row.powered_cap)}) |")
+            else:
+                line += " | | |"
+        lines.append(line)
     lines += ["", "Every comparison behind each verdict:", ""]
     lines += [f"- `{row.claim}`: {row.detail}" for row in table.itertuples()]
+    if powered:
+        rows = [row for row in table.itertuples()
+                if isinstance(row.powered_verdict, str) and row.powered_verdict]
+        lines += ["", "The powered reading (fresh seeds, looks with Bonferroni-split levels; "
+                  "docs/verdicts.md): per claim the looks, the runs simulated, and every comparison "
+                  "with the look that decided it:", ""]
+        for row in rows:
+            excluded = f"; {row.powered_excluded}" if isinstance(row.powered_excluded, str) and row.powered_excluded else ""
+            lines.append(f"- `{row.claim}` (**{row.powered_verdict}**, looks {row.powered_looks}; "
+                         f"{int(row.powered_n_runs)} runs{excluded}): {row.powered_detail}")
     return "\n".join(lines) + "\n"

@@ -13,6 +13,21 @@ budget (grid size × seeds), by one criterion:
 
 The evaluation runs use the chosen values; the pipeline's tuning check fails
 when the configured value of a policy differs from the choice.
+
+**Powered tuning** (config ``tuning.stage2``; docs/verdicts.md): 30 seeds per
+grid value cannot tell a stall rate of 0 from 3 %. A two-stage design, the
+same rule for every policy, baselines included:
+
+* stage 1 (the grid, 30 seeds): :func:`contenders` keeps, per policy, the
+  ``contenders`` values with the smallest mean regret among those whose
+  stall interval reaches down to the bound (lower end ≤ ``stall_bound``; when
+  none does, among those with the fewest stalls);
+* stage 2 (``seeds`` fresh tuning seeds per contender, the same for each):
+  :func:`stage2_choices` picks, among the contenders whose exact 95 % upper
+  stall bound is ≤ ``stall_bound`` (shown safe), the smallest mean regret;
+  when none is shown safe, the fewest stalls, then the smallest mean regret,
+  and says so (``safe`` false). The choice is made on stage-2 seeds only, so
+  the selection in stage 1 does not bias it.
 """
 
 from __future__ import annotations
@@ -29,6 +44,7 @@ TABLE_COLUMNS = ("policy", "parameter", "value", "n_runs", "n_stalled", "stall_c
                  "stalled_seeds", "mean_regret", "mean_regret_ci_low", "mean_regret_ci_high",
                  "tail_regret_median", "chosen")
 CHOICE_COLUMNS = ("policy", "parameter", "value", "n_runs", "n_stalled", "mean_regret")
+CONTENDER_COLUMNS = ("policy", "label", "parameter", "value", "stage1_n_stalled", "stage1_mean_regret")
 
 
 def base_label(label: str) -> str:
@@ -63,6 +79,41 @@ def tuning_table(runs: pd.DataFrame) -> pd.DataFrame:
             raise ValueError(f"policy {policy!r}: grid values have different numbers of tuning runs "
                              f"{sorted(budgets)}; every value needs the same seeds")
         best = min(group.index, key=lambda i: (group.at[i, "n_stalled"], group.at[i, "mean_regret"]))
+        table.loc[best, "chosen"] = True
+    return table
+
+
+def contenders(table: pd.DataFrame, runs: pd.DataFrame, keep: int, stall_bound: float) -> pd.DataFrame:
+    """Per policy, the grid values that go on to stage 2 (see the module
+    docstring), with their run labels (``runs``: the stage-1 runs table)."""
+    if keep < 1:
+        raise ValueError(f"contenders must be ≥ 1, got {keep}")
+    label_of = {(base_label(label), value): label for label, value in zip(runs["policy"], runs["sweep_value"])}
+    rows = []
+    for policy, group in table.groupby("policy", sort=False):
+        compatible = group[group["stall_ci_low"] <= stall_bound]
+        if compatible.empty:
+            compatible = group[group["n_stalled"] == group["n_stalled"].min()]
+        kept = compatible.sort_values(["mean_regret", "value"], kind="stable").head(keep)
+        for row in kept.itertuples():
+            rows.append({"policy": policy, "label": label_of[(policy, row.value)], "parameter": row.parameter,
+                         "value": row.value, "stage1_n_stalled": row.n_stalled,
+                         "stage1_mean_regret": row.mean_regret})
+    return pd.DataFrame(rows, columns=list(CONTENDER_COLUMNS))
+
+
+def stage2_choices(table: pd.DataFrame, stall_bound: float) -> pd.DataFrame:
+    """The stage-2 table (:func:`tuning_table` of the stage-2 runs) with
+    ``safe`` (upper stall bound ≤ ``stall_bound``) and ``chosen`` per policy:
+    the safe contender with the smallest mean regret, else the fewest stalls
+    then the smallest mean regret."""
+    table = table.copy()
+    table["safe"] = table["stall_ci_high"] <= stall_bound
+    table["chosen"] = False
+    for policy, group in table.groupby("policy", sort=False):
+        pool = group[group["safe"]] if group["safe"].any() else group
+        best = min(pool.index, key=lambda i: (pool.at[i, "n_stalled"] if not group["safe"].any() else 0,
+                                              pool.at[i, "mean_regret"]))
         table.loc[best, "chosen"] = True
     return table
 

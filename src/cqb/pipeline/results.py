@@ -237,7 +237,8 @@ def publish(source: Path, destination: Path, readme: Path) -> list[str]:
         text = splice(text, "timings", timings_markdown(timings))
     written = [str(destination / n) for n in names]
     # the generated summaries of Figures 5 and 7, when the pipeline drew them
-    for name in ("fig5_summary.md", "fig5_slopes.tsv", "fig7.md", "fig7.tsv"):
+    for name in ("fig5_summary.md", "fig5_slopes.tsv", "fig7.md", "fig7.tsv", "claims_powered.tsv",
+                 "tuning.tsv", "tuning_stage2.tsv"):
         if (source / name).exists():
             (destination / name).write_bytes((source / name).read_bytes())
             written.append(str(destination / name))

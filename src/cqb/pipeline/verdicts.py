@@ -87,3 +87,23 @@ def tuning_setup(config: Mapping, plan) -> tuple[list[str], dict]:
                 _, params, _ = resolve_label(config, label, reference)
                 configured.setdefault(label, {})[param] = params.get(param)
     return experiments, configured
+
+
+def check_seed_uses(uses: Mapping[str, set]) -> None:
+    """Refuse a config in which two uses of seeds overlap: ``uses`` maps a
+    use (evaluation, tuning, the powered claims, the powered tuning) to its
+    seeds; one line names the two uses and the first shared seeds."""
+    names = list(uses)
+    for i, first in enumerate(names):
+        for second in names[i + 1:]:
+            shared = set(uses[first]) & set(uses[second])
+            if shared:
+                config_error(f"seeds of {second}", f"{sorted(shared)[:5]}…",
+                             f"shared with {first}; every use of seeds (evaluation, tuning, powered "
+                             "claims, powered tuning) must have its own (move its first_seed)")
+
+
+def evaluation_seeds(plan, tuning_experiments) -> set:
+    """Every seed an experiment other than the tuning experiments runs."""
+    return {seed for name, curves in plan.curves.items() if name not in tuning_experiments
+            for curve in curves for seed in curve.seeds}

@@ -1,0 +1,82 @@
+# The powered reading of the claims (cqb.powered, docs/verdicts.md "Two
+# readings of every claim") and the powered tuning's second stage
+# (cqb.tuning). Every run is still one `simulate` job writing one run file
+# keyed by instance/horizon/policy/seed; checkpoints decide which runs the
+# next look (or stage) requests at all.
+
+from cqb.analysis.powered import look_counts, powered_claims, powered_seeds, run_files as powered_run_files
+from cqb.pipeline.verdicts import check_seed_uses, evaluation_seeds
+
+POWERED = powered_claims(config, PLAN, CLAIM_SPECS)
+POWERED_LOOK = f"{RESULTS}/powered/{{claim}}/look{{look}}.json"
+POWERED_TABLE = f"{FIGURES}/claims_powered.tsv"
+STAGE2 = config["tuning"]["stage2"]
+STAGE2_SEEDS = tuple(range(STAGE2["first_seed"], STAGE2["first_seed"] + STAGE2["seeds"]))
+CONTENDERS = f"{RESULTS}/tuning/contenders.tsv"
+
+include: "powered_common.smk"
+
+
+try:  # every use of seeds has its own
+    check_seed_uses({"evaluation": evaluation_seeds(PLAN, TUNING_EXPERIMENTS),
+                     "tuning (stage 1)": {s for e in TUNING_EXPERIMENTS for c in PLAN.curves[e] for s in c.seeds},
+                     "tuning (stage 2)": set(STAGE2_SEEDS),
+                     "the powered claims": powered_seeds(POWERED)})
+except ConfigError as error:
+    sys.exit(f"config error: {error}")
+
+
+wildcard_constraints:
+    claim="[A-Za-z0-9_]+",
+    look=r"\d+",
+
+
+checkpoint powered_look:
+    localrule: True
+    input:
+        unpack(powered_look_inputs),
+    output:
+        state=POWERED_LOOK,
+    params:
+        claim=lambda wildcards: POWERED[wildcards.claim],
+        curves=lambda wildcards: PLAN.curves[POWERED[wildcards.claim].spec.experiment],
+        run_file=lambda wildcards: RUN_FILE,
+        summaries=config["summaries"],
+    log:
+        f"{LOGS}/powered/{{claim}}/look{{look}}.log",
+    conda:
+        "../envs/analysis.yaml"
+    script:
+        "../../scripts/powered_look.py"
+
+
+rule powered_final:
+    localrule: True
+    input:
+        powered_last_look,
+    output:
+        f"{RESULTS}/powered/{{claim}}/final.json",
+    log:
+        f"{LOGS}/powered/{{claim}}/final.log",
+    conda:
+        "../envs/analysis.yaml"
+    shell:
+        "cp {input:q} {output:q} 2> {log:q}"
+
+
+rule powered_claims:
+    localrule: True
+    input:
+        [f"{RESULTS}/powered/{name}/final.json" for name in POWERED],
+    output:
+        table=POWERED_TABLE,
+    params:
+        claims=list(POWERED),
+        specs=POWERED,
+        float_format=config["aggregate"]["float_format"],
+    log:
+        f"{LOGS}/powered/claims.log",
+    conda:
+        "../envs/analysis.yaml"
+    script:
+        "../../scripts/powered_claims.py"
