@@ -65,12 +65,12 @@ def test_full_config_expands_to_the_documented_number_of_runs():
     n_files = sum(len(run.seeds) for run in plan.runs.values())
     # fig2 + fig3: 240; fig6: 80; fig5: 3 × (5 × 30 + 20) − 20 shared with the base; fig4: 240;
     # tuning: 7 policies × 5 values × 30 seeds; stall check: 5 × 200
-    # Figure 5: 3 × 100 base runs − the 2×10 shared with fig2, 3 × 80 at K = 9
+    # Figure 5: 3 × 300 base runs − the 2×10 shared with fig2, 3 × 80 at K = 9
     # fig7 (7 policies × 10 seeds per cell): C = 0.01 on 2 datasets, S = √d (4 CQB labels) on 3,
     # S_k = ‖θ*_k‖ (4 CQB labels) on 3, λ on 2, 5 servers, Coupon drop, assumptions (with the oracle) on 3;
     # C = 0.1 on 2 (no Coupon), C = 10, intercept, standardised and T = 16000 on 3
     fig7 = 2 * 70 + 3 * 40 + 3 * 40 + 2 * 70 + 70 + 70 + 3 * 80 + 2 * 70 + 4 * 3 * 70
-    assert n_files == 240 + 80 + (3 * 100 - 20) + 3 * 80 + 240 + 7 * 5 * 30 + 5 * 200 + fig7
+    assert n_files == 240 + 80 + (3 * 300 - 20) + 3 * 80 + 240 + 7 * 5 * 30 + 5 * 200 + fig7
     assert plan.rates_experiment == "rates_horizons"
     assert set(plan.figures) == set(CONFIG["figures"])
 
@@ -114,7 +114,7 @@ def test_policy_parameter_sweep_labels_and_fixed_curves():
     curves = plan.curves["bonus_sensitivity"]
     opt = [c.label for c in curves if c.base_label == "cqb_opt"]
     # the label's own value (the default 0.1) keeps the plain label: shared with the base runs
-    assert opt == ["cqb_opt.bonus_scale0.01", "cqb_opt", "cqb_opt.bonus_scale0.1",
+    assert opt == ["cqb_opt.bonus_scale0.01", "cqb_opt.bonus_scale0.03", "cqb_opt",
                    "cqb_opt.bonus_scale0.3", "cqb_opt.bonus_scale1"]
     assert [c.params["bonus_scale"] for c in curves if c.base_label == "cqb_opt"] == [0.01, 0.03, 0.1, 0.3, 1.0]
     # the oracle does not take bonus_scale: one run set for every value
@@ -168,8 +168,8 @@ def test_panels_select_curves_and_name_legends():
         ("cqb_eps", "0.05", "ϵ = 0.05"), ("cqb_eps", "0.1", "ϵ = 0.1"), ("cqb_eps", "0.15", "ϵ = 0.15")]
     zoom = plan.figures["fig6"].panels[2]
     assert [(c.policy, c.legend, c.swept) for c in zoom.curves] == [
-        ("cqb_opt.bonus_scale0.01", "c_β = 0.01", True), ("cqb_opt", "c_β = 0.03", True),
-        ("cqb_opt.bonus_scale0.1", "c_β = 0.1", True), ("oracle", "Optimal", False)]
+        ("cqb_opt.bonus_scale0.01", "c_β = 0.01", True), ("cqb_opt.bonus_scale0.03", "c_β = 0.03", True),
+        ("cqb_opt", "c_β = 0.1", True), ("oracle", "Optimal", False)]
     assert plan.figures["fig6"].experiments == ["bonus_sensitivity"]
 
 
