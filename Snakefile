@@ -51,6 +51,7 @@ rule all:
         figure_outputs("fig5") if PLAN.rates_experiment else [],
         f"{FIGURES}/claims.md",
         f"{FIGURES}/fig7.md",
+        f"{FIGURES}/report.html",
 
 
 include: "workflow/rules/simulate.smk"
@@ -58,6 +59,7 @@ include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/verdicts.smk"
 include: "workflow/rules/fig7.smk"
+include: "workflow/rules/report.smk"
 
 
 if PLAN.rates_experiment:

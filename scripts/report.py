@@ -1,0 +1,21 @@
+"""Snakemake script of rule `report_html`: the replication report (cqb.pipeline.report)."""
+
+import json
+from pathlib import Path
+
+from cqb.analysis.aggregate import atomic_write_text
+from cqb.pipeline.report import read_claims, report_html
+from cqb.pipeline.results import provenance_line
+
+
+def main(smk):
+    claims = read_claims(Path(smk.input.claims))
+    powered = read_claims(Path(smk.input.powered)) if smk.input.get("powered") else None
+    provenance = provenance_line(json.loads(Path(smk.input.provenance).read_text()))
+    page = report_html(Path(smk.output[0]).parent, claims, powered, provenance, Path(smk.params.captions))
+    atomic_write_text(smk.output[0], page)
+    with open(smk.log[0], "w") as log:
+        print(f"{len(claims)} claims, {len(smk.input.figures)} figures -> {smk.output[0]}", file=log)
+
+
+main(snakemake)  # noqa: F821 (injected by Snakemake)

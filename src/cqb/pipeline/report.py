@@ -1,0 +1,148 @@
+"""The replication report: one static HTML page the pipeline writes beside the
+figures (``figures/report.html``) and ``cqb publish`` copies to
+``docs/results/`` with the figures' PNGs.
+
+Per figure: the image, its caption (workflow/report/<figure>.rst, the same
+text as Snakemake's report), and every claim about it with both readings —
+the paper's N = 10 seeds and the powered one — each with its statistic, value,
+interval and verdict. A summary table of the paper's claims opens the page;
+links lead to the full claims table, the reconstruction notes, the tuning,
+Figure 7's grid and the timings. Built from the generated tables only.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from pathlib import Path
+
+import pandas as pd
+
+# Sections in reading order: the paper's figures, then ours.
+SECTIONS = (
+    ("fig2", "Figure 2: the synthetic base instance and the slack ϵ"),
+    ("fig3", "Figure 3: more servers K, larger dimension d"),
+    ("fig4", "Figure 4: the real datasets"),
+    ("fig5", "Beyond the paper — Figure 5: regret against the horizon"),
+    ("fig6", "Beyond the paper — Figure 6: the bonus scale c_β"),
+    ("fig7", "Beyond the paper — Figure 7: the real-data claim under other readings"),
+    ("tuning", "Held-out tuning"),
+)
+# Where the rest lives, relative to docs/results/ (the published copy).
+LINKS = (
+    ("All claims, with every comparison behind each verdict", "claims.md"),
+    ("Per experiment and policy: regrets and stalled runs", "results.md"),
+    ("How every statistic and verdict is defined (stalls, tuning, powered reading)", "../verdicts.md"),
+    ("Reconstruction notes: every choice the paper leaves open", "../reconstruction.md"),
+    ("Figure 7's grid and its reading", "../real_data_sensitivity.md"),
+    ("Timings of the pipeline and its benchmarks", "../benchmarks.md"),
+)
+STYLE = """
+body { font-family: system-ui, sans-serif; max-width: 1100px; margin: 2em auto; padding: 0 1em; color: #222; }
+table { border-collapse: collapse; margin: 1em 0; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 0.3em 0.5em; vertical-align: top; }
+th { background: #f3f3f3; }
+td.num { text-align: right; white-space: nowrap; }
+img { max-width: 100%; border: 1px solid #ddd; }
+.holds { color: #17632a; font-weight: bold; } .does-not-hold { color: #a11; font-weight: bold; }
+.inconclusive { color: #8a6d00; font-weight: bold; } .tie-within-δ { color: #1f4e99; font-weight: bold; }
+.caption { color: #444; }
+"""
+
+
+def _verdict(text) -> str:
+    if not isinstance(text, str) or not text:
+        return "–"
+    return f'<span class="{html.escape(text.replace(" ", "-"))}">{html.escape(text)}</span>'
+
+
+def _number(value) -> str:
+    return "–" if pd.isna(value) else f"{float(value):.3g}"
+
+
+def _interval(row) -> str:
+    return f"{_number(row['value'])} [{_number(row['ci_low'])}, {_number(row['ci_high'])}]"
+
+
+def rst_to_html(text: str) -> str:
+    """The captions' small reStructuredText: **bold**, *italic*, ``code``, paragraphs."""
+    out = []
+    for paragraph in re.split(r"\n\s*\n", text.strip()):
+        escaped = html.escape(" ".join(paragraph.split()))
+        escaped = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", escaped)
+        escaped = re.sub(r"\*(.+?)\*", r"<i>\1</i>", escaped)
+        escaped = re.sub(r"``(.+?)``", r"<code>\1</code>", escaped)
+        out.append(f'<p class="caption">{escaped}</p>')
+    return "\n".join(out)
+
+
+def claims_rows(claims: pd.DataFrame, powered: pd.DataFrame | None) -> list[dict]:
+    """One row per claim: its N = 10 reading and, when there is one, its powered reading."""
+    by_name = {} if powered is None else {row["claim"]: row for _, row in powered.iterrows()}
+    rows = []
+    for _, row in claims.iterrows():
+        entry = {"claim": row["claim"], "figure": row["figure"], "statement": row["statement"],
+                 "statistic": row["statistic"], "paper": row, "powered": by_name.get(row["claim"])}
+        rows.append(entry)
+    return rows
+
+
+def _claims_table(rows: list[dict], with_statistic: bool) -> str:
+    head = ["claim", "paper's N: value [95% CI]", "verdict", "n",
+            "powered: value [CI]", "verdict", "n (cap)"]
+    if with_statistic:
+        head.insert(1, "statistic")
+    lines = ["<table>", "<tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"]
+    for entry in rows:
+        paper, powered = entry["paper"], entry["powered"]
+        cells = [html.escape(entry["statement"])]
+        if with_statistic:
+            cells.append(html.escape(entry["statistic"]))
+        cells += [f'<span class="num">{_interval(paper)}</span>', _verdict(paper["verdict"]),
+                  str(paper["n_seeds"])]
+        if powered is None:
+            cells += ["–", "–", "–"]
+        else:
+            cells += [_interval(powered), _verdict(powered["verdict"]),
+                      f"{powered['n_seeds']} ({powered['cap']})"]
+        lines.append("<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>")
+    lines.append("</table>")
+    return "\n".join(lines)
+
+
+def report_html(figures_dir: Path, claims: pd.DataFrame, powered: pd.DataFrame | None, provenance: str,
+                captions_dir: Path) -> str:
+    """The page; images are referred to by file name, beside the page."""
+    rows = claims_rows(claims, powered)
+    paper = [row for row in rows if not str(row["statement"]).startswith("(ours)")
+             and row["figure"] in ("fig2", "fig3", "fig4")]
+    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+             "<title>Contextual queueing bandits: replication report</title>",
+             f"<style>{STYLE}</style></head><body>",
+             "<h1>Queue length regret bounds for contextual queueing bandits: the replication report</h1>",
+             f"<p>{html.escape(provenance)}</p>",
+             "<p>Every number on this page comes from the pipeline's tables. Each claim has two readings: "
+             "the paper's (its N seeds, the figures' runs) and the powered one (seeds added in looks until "
+             "the verdict is decided or the cap is reached, the error controlled across the looks).</p>",
+             "<h2>The paper's claims at a glance</h2>", _claims_table(paper, with_statistic=False),
+             "<ul>" + "".join(f'<li><a href="{href}">{html.escape(text)}</a></li>' for text, href in LINKS)
+             + "</ul>"]
+    for figure, title in SECTIONS:
+        image = figures_dir / f"{figure}.png"
+        if not image.exists():
+            continue
+        parts.append(f'<h2 id="{figure}">{html.escape(title)}</h2>')
+        parts.append(f'<img src="{figure}.png" alt="{html.escape(title)}">')
+        caption = captions_dir / f"{figure}.rst"
+        if caption.exists():
+            parts.append(rst_to_html(caption.read_text()))
+        about = [row for row in rows if row["figure"] == figure]
+        if about:
+            parts.append(_claims_table(about, with_statistic=True))
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def read_claims(path: Path) -> pd.DataFrame:
+    return pd.read_csv(path, sep="\t", keep_default_na=False, na_values={"value": ["nan", ""],
+                       "ci_low": ["nan", ""], "ci_high": ["nan", ""]})

@@ -1,0 +1,24 @@
+# The replication report (cqb.pipeline.report): one static HTML page beside
+# the figures, built from the claims tables and the figures' PNGs only.
+# `cqb publish` copies it, with the PNGs, to docs/results/.
+
+
+rule report_html:
+    localrule: True
+    input:
+        claims=f"{FIGURES}/claims.tsv",
+        provenance=f"{FIGURES}/provenance.json",
+        powered=POWERED_TABLE if POWERED else [],
+        figures=report_figures(),
+    output:
+        f"{FIGURES}/report.html",
+    params:
+        captions=str(Path(workflow.basedir, "workflow/report")),
+    log:
+        f"{LOGS}/report/report_html.log",
+    benchmark:
+        f"{BENCHMARKS}/report/report_html.tsv"
+    conda:
+        "../envs/analysis.yaml"
+    script:
+        "../../scripts/report.py"
