@@ -283,7 +283,7 @@ def leaderboard(runs: Mapping[str, "pd.DataFrame"], candidates: Sequence[str], m
                         "n_policies": len(policies), "n_seeds": len(group), "metric": metric,
                         "mean": means[policy], "ci_low": low, "ci_high": high,
                         "n_stalled": int(stalled.sum()),
-                        "stalled_seeds": " ".join(str(s) for s in group.loc[stalled, "seed"]) or "-",
+                        "stalled_seeds": " ".join(str(s) for s in sorted(group.loc[stalled, "seed"])) or "-",
                         "delta": delta[0], "delta_ci_low": delta[1], "delta_ci_high": delta[2],
                         "delta_verdict": delta[3], "n_paired": delta[4]})
     return pd.DataFrame(rows, columns=list(LEADERBOARD_COLUMNS))

@@ -245,6 +245,9 @@ def publish(source: Path, destination: Path, readme: Path) -> list[str]:
         if (source / name).exists() and BEGIN.format(name=block) in text:
             text = splice(text, block, provenance_line(record) + "\n\n" + (source / name).read_text())
     readme.write_text(text)
+    from .candidates import publish_candidates  # the candidate benchmark, when it was run
+
+    written += publish_candidates(source, destination, readme.parent / "docs" / "candidates.md")
     sensitivity = readme.parent / "docs" / "real_data_sensitivity.md"
     if (source / "fig7.md").exists() and sensitivity.exists():
         sensitivity.write_text(splice(sensitivity.read_text(), "fig7", (source / "fig7.md").read_text()))
