@@ -67,6 +67,11 @@ if PLAN.rates_experiment:
     include: "workflow/rules/rates.smk"
 
 
+if Path(workflow.basedir, "workflow/rules/candidates.smk").exists():
+
+    include: "workflow/rules/candidates.smk"
+
+
 if Path(workflow.basedir, "workflow/rules/data.smk").exists():
 
     include: "workflow/rules/data.smk"

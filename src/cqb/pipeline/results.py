@@ -249,6 +249,7 @@ def publish(source: Path, destination: Path, readme: Path) -> list[str]:
     if (source / "report.html").exists():
         written += publish_report(source, destination)
     readme.write_text(text)
+    written += publish_candidates(source, destination, readme.parent / "docs" / "candidates.md")
     sensitivity = readme.parent / "docs" / "real_data_sensitivity.md"
     if (source / "fig7.md").exists() and sensitivity.exists():
         sensitivity.write_text(splice(sensitivity.read_text(), "fig7", (source / "fig7.md").read_text()))
@@ -290,3 +291,22 @@ def shrink_png(source: Path, destination: Path, limit: int = PUBLISHED_PNG_BYTES
     destination.parent.mkdir(parents=True, exist_ok=True)
     with atomic_write(destination) as temporary:
         Path(temporary).write_bytes(buffer.getvalue())
+
+
+def publish_candidates(source: Path, destination: Path, page: Path) -> list[str]:
+    """Copy the benchmark's files (when the pipeline made them) into
+    ``destination`` and splice candidates.md into ``page``'s generated block."""
+    from .candidates import PUBLISHED
+
+    if not (source / "candidates.md").exists():
+        return []
+    destination.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name in PUBLISHED:
+        if (source / name).exists():
+            (destination / name).write_bytes((source / name).read_bytes())
+            written.append(str(destination / name))
+    if page.exists() and BEGIN.format(name="candidates") in page.read_text():
+        page.write_text(splice(page.read_text(), "candidates", (source / "candidates.md").read_text()))
+        written.append(str(page))
+    return written
