@@ -7,7 +7,7 @@ import pytest
 
 from conftest import REPO
 from cqb.sim.code_hash import simulation_code_hash
-from cqb.pipeline.results import OPTIONAL_BLOCKS, generated_block, provenance_line
+from cqb.pipeline.results import DOCS_BLOCKS, generated_block, provenance_line
 
 RESULTS = REPO / "docs" / "results"
 
@@ -21,19 +21,36 @@ def test_committed_results_come_from_the_current_simulation_code():
         "and `cqb publish` (README, 'Results')")
 
 
-def test_readme_shows_the_committed_claims_table():
+def test_readme_shows_the_committed_claims_summary():
+    from cqb.pipeline.report import claims_summary_markdown, read_claims
+
     readme = (REPO / "README.md").read_text()
     record = json.loads((RESULTS / "provenance.json").read_text())
-    claims = (RESULTS / "claims.md").read_text()
-    assert generated_block(readme, "claims") == (provenance_line(record) + "\n\n" + claims).strip("\n")
+    powered = RESULTS / "claims_powered.tsv"
+    summary = claims_summary_markdown(read_claims(RESULTS / "claims.tsv"),
+                                      read_claims(powered) if powered.exists() else None)
+    assert generated_block(readme, "summary") == (provenance_line(record) + "\n\n" + summary).strip("\n")
 
 
-@pytest.mark.parametrize("name,block", sorted(OPTIONAL_BLOCKS.items()))
-def test_readme_shows_the_committed_figure_summaries(name, block):
-    readme = (REPO / "README.md").read_text()
+@pytest.mark.parametrize("name,block", sorted(DOCS_BLOCKS))
+def test_docs_pages_show_the_committed_figure_summaries(name, block):
+    page = (REPO / DOCS_BLOCKS[(name, block)]).read_text()
     record = json.loads((RESULTS / "provenance.json").read_text())
     summary = (RESULTS / name).read_text()
-    assert generated_block(readme, block) == (provenance_line(record) + "\n\n" + summary).strip("\n")
+    assert generated_block(page, block) == (provenance_line(record) + "\n\n" + summary).strip("\n")
+
+
+def test_the_readme_front_door_is_short_and_its_images_are_published():
+    import re
+
+    readme = (REPO / "README.md").read_text()
+    assert len(readme.splitlines()) <= 200
+    images = re.findall(r"!\[[^]]*\]\(([^)]+)\)", readme)
+    assert images, "the README shows the figures"
+    for image in images:
+        path = REPO / image
+        assert path.exists() and path.stat().st_size <= 200_000, image
+    assert (RESULTS / "report.html").exists()
 
 
 def test_every_claim_of_the_config_is_in_the_committed_table():

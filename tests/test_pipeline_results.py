@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from cqb.pipeline.results import (BEGIN, END, config_hash, generated_block, provenance, publish,
+from cqb.pipeline.results import (TIMING_COLUMNS, BEGIN, END, config_hash, generated_block, provenance, publish,
                          splice, time_command, timings_markdown)
 
 
@@ -33,37 +33,46 @@ def test_splice_replaces_only_its_block():
         splice(text, "z", "x")
 
 
-def test_publish_copies_the_files_and_splices_the_readme(tmp_path):
+def test_publish_copies_the_files_and_splices_the_readme_and_the_docs(tmp_path):
     source = tmp_path / "figures"
     source.mkdir()
+    claims = ("claim\tfigure\texperiment\tstatement\tstatistic\tvalue\tci_low\tci_high\tverdict\tn_seeds\tdetail\n"
+              "random_linear\tfig2\tsynthetic_base\tRandom grows\tslope\t0.1\t0.05\t0.15\tholds\t10\t\n"
+              "ours\tfig3\tsynthetic_dim\t(ours) converges\ttail\t0.9\t0\t2\tinconclusive\t10\t\n")
+    (source / "claims.tsv").write_text(claims)
     (source / "claims.md").write_text("| claim |\n")
-    (source / "claims.tsv").write_text("claim\n")
     (source / "results.md").write_text("numbers\n")
     (source / "provenance.json").write_text(json.dumps({"code_hash": "c", "config_hash": "k",
                                                         "cqb_version": "v"}))
     readme = tmp_path / "README.md"
-    readme.write_text(f"# r\n{BEGIN.format(name='claims')}\n{END.format(name='claims')}\n")
-    publish(source, tmp_path / "docs", readme)
-    assert (tmp_path / "docs" / "results.md").read_text() == "numbers\n"
-    block = generated_block(readme.read_text(), "claims")
-    assert "code `c`" in block and block.endswith("| claim |")
-    # Figure 5's generated summary goes into its own block when the README has one
+    blocks = "".join(f"{BEGIN.format(name=name)}\n{END.format(name=name)}\n" for name in ("summary", "lastrun"))
+    readme.write_text(f"# r\n{blocks}")
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for page, block in (("beyond.md", "rates"), ("real_data_sensitivity.md", "fig7"), ("benchmarks.md", "timings")):
+        (docs / page).write_text(f"x\n{BEGIN.format(name=block)}\n{END.format(name=block)}\n")
+    publish(source, docs / "results", readme)
+    assert (docs / "results" / "results.md").read_text() == "numbers\n"
+    summary = generated_block(readme.read_text(), "summary")
+    assert "code `c`" in summary and "Random grows" in summary and "(ours)" not in summary
+    assert "1 holds" in summary
+    # Figures 5 and 7: their docs pages, not the README
     (source / "fig5_summary.md").write_text("slopes\n")
-    readme.write_text(readme.read_text() + f"{BEGIN.format(name='rates')}\n{END.format(name='rates')}\n")
-    publish(source, tmp_path / "docs", readme)
-    assert generated_block(readme.read_text(), "rates").endswith("slopes")
-    assert (tmp_path / "docs" / "fig5_summary.md").exists()
-    # Figure 7's summary: the README block and docs/real_data_sensitivity.md
     (source / "fig7.md").write_text("grid\n")
-    readme.write_text(readme.read_text() + f"{BEGIN.format(name='fig7')}\n{END.format(name='fig7')}\n")
-    sensitivity = tmp_path / "docs" / "real_data_sensitivity.md"
-    sensitivity.write_text(f"x\n{BEGIN.format(name='fig7')}\n{END.format(name='fig7')}\n")
-    publish(source, tmp_path / "docs", readme)
-    assert generated_block(readme.read_text(), "fig7").endswith("grid")
-    assert generated_block(sensitivity.read_text(), "fig7") == "grid"
+    publish(source, docs / "results", readme)
+    assert generated_block((docs / "beyond.md").read_text(), "rates").endswith("slopes")
+    assert generated_block((docs / "real_data_sensitivity.md").read_text(), "fig7").endswith("grid")
+    assert (docs / "results" / "fig5_summary.md").exists()
+    # the timings: the last full run in the README, the whole table in benchmarks.md
+    (docs / "results" / "timings.tsv").write_text(
+        "\t".join(TIMING_COLUMNS) + "\n" + "\t".join(["2026-12-01 11:00 UTC", "the whole replication", "snakemake",
+                                                    "601.0", "0.5", "2.1", "2.5", "2", "0", "1100.0", "90.0"]) + "\n")
+    publish(source, docs / "results", readme)
+    assert "10 min 01 s" in generated_block(readme.read_text(), "lastrun")
+    assert "the whole replication" in generated_block((docs / "benchmarks.md").read_text(), "timings")
     (source / "results.md").unlink()
     with pytest.raises(FileNotFoundError, match="results.md"):
-        publish(source, tmp_path / "docs", readme)
+        publish(source, docs / "results", readme)
 
 
 def test_time_command_records_wall_time_load_and_exit_code(tmp_path):

@@ -87,6 +87,42 @@ def claims_rows(claims: pd.DataFrame, powered: pd.DataFrame | None) -> list[dict
     return rows
 
 
+def paper_claims(rows: list[dict]) -> list[dict]:
+    """The paper's own claims (Figures 2–4), not our findings."""
+    return [row for row in rows if not str(row["statement"]).startswith("(ours)")
+            and row["figure"] in ("fig2", "fig3", "fig4")]
+
+
+def _reading_text(row) -> str:
+    return f"**{row['verdict']}** {_interval(row)}"
+
+
+def claims_summary_markdown(claims: pd.DataFrame, powered: pd.DataFrame | None) -> str:
+    """The README's short table: each claim of the paper with its verdict in
+    both readings, and the counts; statistics and intervals are defined in
+    docs/verdicts.md, every comparison is in docs/results/claims.md."""
+    rows = paper_claims(claims_rows(claims, powered))
+    lines = ["| the paper's claim | figure | its N = 10 seeds: verdict, value [95% CI] "
+             "| powered: verdict, value [CI] | powered n (cap) |", "| --- | --- | --- | --- | ---: |"]
+    counts = {"paper": {}, "powered": {}}
+    for row in rows:
+        paper, powered_row = row["paper"], row["powered"]
+        counts["paper"][paper["verdict"]] = counts["paper"].get(paper["verdict"], 0) + 1
+        if powered_row is None:
+            powered_cells = "– | –"
+        else:
+            counts["powered"][powered_row["verdict"]] = counts["powered"].get(powered_row["verdict"], 0) + 1
+            powered_cells = f"{_reading_text(powered_row)} | {powered_row['n_seeds']} ({powered_row['cap']})"
+        statement = str(row["statement"]).split(" (")[0]
+        lines.append(f"| {statement} | {row['figure']} | {_reading_text(paper)} | {powered_cells} |")
+
+    def tally(name):
+        return ", ".join(f"{n} {verdict}" for verdict, n in sorted(counts[name].items())) or "none"
+
+    return (f"Of the paper's {len(rows)} claims — at N = 10: {tally('paper')}; powered: {tally('powered')}.\n\n"
+            + "\n".join(lines) + "\n")
+
+
 def _claims_table(rows: list[dict], with_statistic: bool) -> str:
     head = ["claim", "paper's N: value [95% CI]", "verdict", "n",
             "powered: value [CI]", "verdict", "n (cap)"]
@@ -114,8 +150,7 @@ def report_html(figures_dir: Path, claims: pd.DataFrame, powered: pd.DataFrame |
                 captions_dir: Path) -> str:
     """The page; images are referred to by file name, beside the page."""
     rows = claims_rows(claims, powered)
-    paper = [row for row in rows if not str(row["statement"]).startswith("(ours)")
-             and row["figure"] in ("fig2", "fig3", "fig4")]
+    paper = paper_claims(rows)
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
              "<title>Contextual queueing bandits: replication report</title>",
              f"<style>{STYLE}</style></head><body>",

@@ -109,7 +109,6 @@ def generated_block(text: str, name: str) -> str:
 
 
 # generated summaries beside the claims: file in the figures folder → README block
-OPTIONAL_BLOCKS = {"fig5_summary.md": "rates", "fig7.md": "fig7"}
 
 TIMING_COLUMNS = ("date", "label", "command", "wall_seconds", "load_before", "load_mean", "load_max",
                   "cores", "returncode", "cpu_seconds", "snakemake_cpu_seconds")
@@ -219,10 +218,21 @@ def timings_markdown(table: Path) -> str:
     return "\n".join(lines)
 
 
+# Generated blocks outside the README: (the file in the figures folder, its
+# block) → the docs page (relative to the repository) that holds the block.
+DOCS_BLOCKS = {("fig5_summary.md", "rates"): "docs/beyond.md",
+               ("fig7.md", "fig7"): "docs/real_data_sensitivity.md"}
+
+
 def publish(source: Path, destination: Path, readme: Path) -> list[str]:
     """Copy the generated result files from ``source`` (the pipeline's
-    output folder) into ``destination`` and splice them into ``readme``
-    (blocks ``claims``, ``results`` and, when recorded, ``timings``)."""
+    output folder) into ``destination`` (docs/results/), splice the README's
+    blocks (``summary``: the paper's claims in both readings; ``lastrun``:
+    the last timed full run) and the docs pages' blocks (the full claims table
+    is docs/results/claims.md; Figures 5 and 7 in their pages; the timings in
+    docs/benchmarks.md), and publish the report with its figures."""
+    from .report import claims_summary_markdown, read_claims
+
     names = ("claims.md", "claims.tsv", "results.md", "provenance.json")
     missing = [n for n in names if not (source / n).exists()]
     if missing:
@@ -230,30 +240,53 @@ def publish(source: Path, destination: Path, readme: Path) -> list[str]:
     destination.mkdir(parents=True, exist_ok=True)
     for name in names:
         (destination / name).write_bytes((source / name).read_bytes())
-    record = json.loads((source / "provenance.json").read_text())
-    text = readme.read_text()
-    text = splice(text, "claims", provenance_line(record) + "\n\n" + (source / "claims.md").read_text())
-    timings = destination / "timings.tsv"
-    if timings.exists() and BEGIN.format(name="timings") in text:
-        text = splice(text, "timings", timings_markdown(timings))
     written = [str(destination / n) for n in names]
-    # the generated summaries of Figures 5 and 7, when the pipeline drew them
     for name in ("fig5_summary.md", "fig5_slopes.tsv", "fig7.md", "fig7.tsv", "claims_powered.tsv",
                  "tuning.tsv", "tuning_stage2.tsv"):
         if (source / name).exists():
             (destination / name).write_bytes((source / name).read_bytes())
             written.append(str(destination / name))
-    for name, block in OPTIONAL_BLOCKS.items():
-        if (source / name).exists() and BEGIN.format(name=block) in text:
-            text = splice(text, block, provenance_line(record) + "\n\n" + (source / name).read_text())
+    record = json.loads((source / "provenance.json").read_text())
+    powered = source / "claims_powered.tsv"
+    summary = claims_summary_markdown(read_claims(source / "claims.tsv"),
+                                      read_claims(powered) if powered.exists() else None)
+    text = splice(readme.read_text(), "summary", provenance_line(record) + "\n\n" + summary)
+    timings = destination / "timings.tsv"
+    if timings.exists():
+        if BEGIN.format(name="lastrun") in text:
+            text = splice(text, "lastrun", last_run_markdown(timings))
+        written += _splice_page(readme.parent / "docs" / "benchmarks.md", "timings", timings_markdown(timings))
+    readme.write_text(text)
+    for (name, block), page in DOCS_BLOCKS.items():
+        if (source / name).exists():
+            written += _splice_page(readme.parent / page, block,
+                                    provenance_line(record) + "\n\n" + (source / name).read_text())
     if (source / "report.html").exists():
         written += publish_report(source, destination)
-    readme.write_text(text)
     written += publish_candidates(source, destination, readme.parent / "docs" / "candidates.md")
-    sensitivity = readme.parent / "docs" / "real_data_sensitivity.md"
-    if (source / "fig7.md").exists() and sensitivity.exists():
-        sensitivity.write_text(splice(sensitivity.read_text(), "fig7", (source / "fig7.md").read_text()))
     return written
+
+
+def _splice_page(page: Path, block: str, text: str) -> list[str]:
+    if not page.exists() or BEGIN.format(name=block) not in page.read_text():
+        return []
+    atomic_write_text(page, splice(page.read_text(), block, text))
+    return [str(page)]
+
+
+def last_run_markdown(table: Path) -> str:
+    """One line on the last timed run of the whole replication (a `cqb time`
+    row of a snakemake command without targets other than options)."""
+    rows = pd.read_csv(table, sep="\t")
+    whole = rows[rows["label"].str.contains("whole replication", regex=False)]
+    if whole.empty:
+        return "No timed run of the whole replication yet (`cqb time`, docs/pipeline.md)."
+    row = whole.iloc[-1]
+    minutes, seconds = divmod(int(round(row["wall_seconds"])), 60)
+    cpu = "" if pd.isna(row.get("cpu_seconds")) else f", {row['cpu_seconds']:.0f} s of CPU in all"
+    return (f"The last timed run of the whole replication took **{minutes} min {seconds:02d} s** on "
+            f"{row['cores']} cores{cpu} ({row['date']}; load {row['load_before']} before, "
+            f"{row['load_mean']} mean; `{row['command']}`; exit {row['returncode']}): {row['label']}.")
 
 
 PUBLISHED_PNG_BYTES = 200_000  # each published figure: small enough to show inline in the README
