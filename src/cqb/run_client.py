@@ -58,6 +58,7 @@ def start(socket_dir: str | None = None, timeout: float = 60.0):
     exits. The server process, or None where it cannot start (then jobs run
     in-process, as without it)."""
     import atexit
+    import selectors
     import socket
     import subprocess
     import tempfile
@@ -71,8 +72,6 @@ def start(socket_dir: str | None = None, timeout: float = 60.0):
                "--parent", str(os.getpid()), "--ready-fd", str(ready_write)]
     server = subprocess.Popen(command, pass_fds=(ready_write,), stdin=subprocess.DEVNULL)
     os.close(ready_write)
-    import selectors
-
     with selectors.DefaultSelector() as selector:
         selector.register(ready_read, selectors.EVENT_READ)
         ready = bool(selector.select(timeout)) and os.read(ready_read, 16) == b"ready\n"
@@ -80,6 +79,7 @@ def start(socket_dir: str | None = None, timeout: float = 60.0):
     if not ready:
         server.kill()
         server.wait()
+        os.rmdir(folder)
         return None
     os.environ[RUN_SERVER_VARIABLE] = socket_path
 
