@@ -70,8 +70,8 @@ def test_dry_run_of_full_config_builds_every_figure(tmp_path):
     # shared runs are counted once: fig2 left and the ϵ = 0.1 sweep, fig3's K = 5 and d = 5
     n_simulate = int(next(line.split()[1] for line in output.splitlines() if line.startswith("simulate ")))
     # fig2 + fig3: 8×10 base + 2×2×10 (ϵ = 0.05, 0.15) + 2×2×3×10 (K ≠ 5, d ≠ 5) = 240;
-    # fig6: CQB-Opt and CQB-ε × 4×10 (c_β ≠ 0.03; the oracle and c_β = 0.03 are the base runs);
-    # fig5: 3 policies × (40 + 20 + 10 + 10 + 20) base − the 2×10 base runs at T = 5000,
+    # fig6: CQB-Opt and CQB-ε × 4×10 (c_β ≠ each one's default; the oracle and the defaults are the base runs);
+    # fig5: 3 policies × (120 + 60 + 30 + 30 + 60) base − the 2×10 base runs at T = 5000,
     # and 3 × (30 + 10 + 10 + 10 + 20) at K = 9; fig4: 3×8×10; tuning 7×5×30 and the
     # stall check 5×200; Figure 7's cells 1880 (as in tests/test_pipeline_experiments.py); the powered
     # reading's first look (later looks and the tuning's stage 2 wait for their checkpoints):
@@ -80,7 +80,7 @@ def test_dry_run_of_full_config_builds_every_figure(tmp_path):
     assert "rule fig5:" in output and "rule regret_rates:" in output
     powered_first_look = 5 * 400 + 20 * (1 + 4 + 6 + 6 + 21)
     assert "checkpoint powered_look:" in output and "checkpoint tuning_contenders:" in output
-    assert n_simulate == (240 + 80 + (3 * 100 - 20) + 3 * 80 + 240 + 7 * 5 * 30 + 5 * 200 + 1880
+    assert n_simulate == (240 + 80 + (3 * 300 - 20) + 3 * 80 + 240 + 7 * 5 * 30 + 5 * 200 + 1880
                           + powered_first_look)
 
 

@@ -87,6 +87,8 @@ def result_tables(workdir: Path) -> dict[str, bytes]:
     for root in {workdir / results, workdir / figures}:
         for path in root.rglob("*.tsv"):
             rel = path.relative_to(workdir)
+            if "benchmarks" in rel.parts:  # timings, not results
+                continue
             if "aggregate" in rel.parts or path.parent == workdir / figures:
                 tables[rel.as_posix()] = path.read_bytes()
     return tables
