@@ -42,7 +42,9 @@ SLURM_FLAGS = (
     "--slurm-keep-successful-logs",
 )
 # The profile batches 50 simulations per Slurm job; the smoke run has fewer
-# than 30, so split them in two to use both CPUs of the node.
+# than 30, so split them in two to use both CPUs of the node (measured the
+# fastest way through this node: 82-87 s against 120-124 s for one group of
+# 50 and 128-217 s as a job array; docs/cluster.md, "Batching").
 SMOKE_GROUPS = ("--group-components", "sim=14")
 TIMEOUT = 1200
 SUBMITTED = re.compile(r"has been submitted with SLURM jobid (\d+) \(log: (.+?)\)\.?$", re.M)
