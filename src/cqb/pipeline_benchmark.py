@@ -157,15 +157,16 @@ def run_split(results_dir: Path, row: dict, data_benchmarks: Path = Path("benchm
     simulations = sum(runs)
     rest = total - snakemake - simulations - other
     steps = len(runs) + len(benchmark_files)
-    parts = [("Snakemake's own process", snakemake),
-             (f"simulations ({len(runs)} runs, each run's own CPU from its log)", simulations),
-             (f"other rules ({len(benchmark_files)} jobs: aggregation, figures, verdicts, data)", other),
-             ("simulate jobs' start-up and hand-off, the run server (the rest)", rest)]
+    # (where, CPU seconds, the jobs it is spread over)
+    parts = [("Snakemake's own process", snakemake, steps),
+             (f"simulations ({len(runs)} runs, each run's own CPU from its log)", simulations, len(runs)),
+             (f"other rules ({len(benchmark_files)} jobs: aggregation, figures, verdicts, data)", other,
+              len(benchmark_files)),
+             ("simulate jobs' start-up and hand-off, the run server (the rest)", rest, len(runs))]
     lines = [f"Run: {row['label']} ({row['date']}; wall {float(row['wall_seconds']):.0f} s, "
              f"load {row['load_before']} before, {row['load_mean']} mean).", "",
              "| where | CPU (s) | share | per job (ms) |", "| --- | ---: | ---: | ---: |"]
-    for name, seconds in parts:
-        jobs = {0: steps, 2: len(benchmark_files)}.get(parts.index((name, seconds)), len(runs))
+    for name, seconds, jobs in parts:
         lines.append(f"| {name} | {seconds:.0f} | {100 * seconds / total:.0f} % | {1000 * seconds / max(jobs, 1):.0f} |")
     lines.append(f"| all processes | {total:.0f} | 100 % | {1000 * total / max(steps, 1):.0f} |")
     return "\n".join(lines)
