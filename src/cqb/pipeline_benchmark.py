@@ -176,4 +176,6 @@ def split_main(args) -> str:
     import pandas as pd
 
     rows = pd.read_csv(args.timings, sep="\t")
-    return run_split(Path(args.results), rows.iloc[args.row].to_dict())
+    results = Path(args.results)
+    # the data rules' benchmark files sit beside the results folder, in the workflow's folder
+    return run_split(results, rows.iloc[args.row].to_dict(), data_benchmarks=results.resolve().parent / "benchmarks")
