@@ -14,6 +14,7 @@ try:
     from cqb.sim.code_hash import simulation_code_hash
     from cqb.pipeline.config_schema import ConfigError, validate_config, yaml_scalars
     from cqb.pipeline.experiments import build_plan
+    from cqb.pipeline.scheduling import cancel_rescheduling_timers
     from cqb.pipeline.verdicts import claim_experiments, claim_specs, tuning_setup
 except ImportError as error:  # the package must be installed: pip install -e .
     raise ImportError(f"the workflow needs the cqb package ({error}); run `pip install -e .`")
@@ -81,6 +82,16 @@ def start_run_server():
 
 onstart:
     start_run_server()
+
+
+onsuccess:
+    cancel_rescheduling_timers()
+
+
+onerror:
+    cancel_rescheduling_timers()
+
+
 CODE_HASH = simulation_code_hash()  # a param of simulate jobs, so editing the simulation code reruns them
 
 
