@@ -65,12 +65,12 @@ def test_full_config_expands_to_the_documented_number_of_runs():
     n_files = sum(len(run.seeds) for run in plan.runs.values())
     # fig2 + fig3: 240; fig6: 80; fig5: 3 × (5 × 30 + 20) − 20 shared with the base; fig4: 240;
     # tuning: 7 policies × 5 values × 30 seeds; stall check: 5 × 200
-    # Figure 5: 3 × 300 base runs − the 2×10 shared with fig2, 3 × 80 at K = 9
+    # Figure 5: 3 × 486 base runs (247 + 92 + 30 + 57 + 60) − the 2×10 shared with fig2, 3 × 80 at K = 9
     # fig7 (7 policies × 10 seeds per cell): C = 0.01 on 2 datasets, S = √d (4 CQB labels) on 3,
     # S_k = ‖θ*_k‖ (4 CQB labels) on 3, λ on 2, 5 servers, Coupon drop, assumptions (with the oracle) on 3;
     # C = 0.1 on 2 (no Coupon), C = 10, intercept, standardised and T = 16000 on 3
     fig7 = 2 * 70 + 3 * 40 + 3 * 40 + 2 * 70 + 70 + 70 + 3 * 80 + 2 * 70 + 4 * 3 * 70
-    assert n_files == 240 + 80 + (3 * 300 - 20) + 3 * 80 + 240 + 7 * 5 * 30 + 5 * 200 + fig7
+    assert n_files == 240 + 80 + (3 * 486 - 20) + 3 * 80 + 240 + 7 * 5 * 30 + 5 * 200 + fig7
     assert plan.rates_experiment == "rates_horizons"
     assert set(plan.figures) == set(CONFIG["figures"])
 

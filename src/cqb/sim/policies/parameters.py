@@ -148,7 +148,7 @@ class ThompsonParams(EstimatorParams):
 
 @dataclass(frozen=True)
 class EtaParams(EstimatorParams):
-    bonus_scale: float = 0.01  # tuned (docs/verdicts.md)
+    bonus_scale: float = 0.003  # tuned: the powered tuning's stage 2 (docs/verdicts.md)
     tau: int | None = None  # None → CQB-ε's experiment formula (same phase 1)
     tau_constant: float = 3e-4
     eta: float | None = None  # None → slack/4
