@@ -80,6 +80,22 @@ def snakemake(workdir: Path, *args: str, timeout: int = 600, check: bool = True)
 
 # ------------------------------------------------------------------ policy plugins
 
+def plugin_module(name: str, display_name: str, field: str) -> str:
+    """The source of a plugin module registering policy ``name`` with one parameter."""
+    return textwrap.dedent(f"""
+        from dataclasses import dataclass
+        from cqb.policies import register_policy
+
+        @dataclass(frozen=True)
+        class Params:
+            {field}
+
+        @register_policy({name!r}, {display_name!r}, Params)
+        def make(env, contexts, rng, params):
+            return object()
+    """)
+
+
 INSTALLED_PLUGIN_POLICY = "test_installed_greedy"
 
 
@@ -98,18 +114,7 @@ def installed_plugin(tmp_path, monkeypatch) -> str:
         "Metadata-Version: 2.1\nName: cqb-test-installed-plugin\nVersion: 0.1\n")
     (site / "cqb_test_installed_plugin-0.1.dist-info" / "entry_points.txt").write_text(
         f"[cqb.policies]\ngreedy = {module}\n")
-    (site / f"{module}.py").write_text(textwrap.dedent(f"""
-        from dataclasses import dataclass
-        from cqb.policies import register_policy
-
-        @dataclass(frozen=True)
-        class Params:
-            prior: float = 0.5
-
-        @register_policy({INSTALLED_PLUGIN_POLICY!r}, "Greedy (test)", Params)
-        def make(env, contexts, rng, params):
-            return object()
-    """))
+    (site / f"{module}.py").write_text(plugin_module(INSTALLED_PLUGIN_POLICY, "Greedy (test)", "prior: float = 0.5"))
     monkeypatch.syspath_prepend(str(site))
     importlib.invalidate_caches()
     monkeypatch.setattr(registry, "_plugins_loaded", False)  # discover it as a first listing does

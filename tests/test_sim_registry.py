@@ -18,6 +18,7 @@ import cqb.sim.policies as policies
 from cqb.sim.code_hash import SIMULATION_ROOT, source_files
 from cqb.sim.policies import registry
 from cqb.sim.policies.registry import BUILTIN_ORDER
+from conftest import plugin_module
 
 ENV = policies.PolicyEnv(n_servers=2, dim=2, horizon=100, arrival_rate=0.5, slack=0.1)
 SRC = Path(policies.__file__).parents[3]
@@ -96,18 +97,7 @@ def fake_installed_plugin(tmp_path, monkeypatch, builtin_policies_only):
     """An installed plugin the registry has not loaded yet, the only one
     installed (the environment's own plugins left out); yields its policy name."""
     module, name = "cqb_test_lazy_plugin", "test_lazy_plugin"
-    (tmp_path / f"{module}.py").write_text(textwrap.dedent(f"""
-        from dataclasses import dataclass
-        from cqb.policies import register_policy
-
-        @dataclass(frozen=True)
-        class Params:
-            width: int = 2
-
-        @register_policy({name!r}, "Lazy plugin", Params)
-        def make(env, contexts, rng, params):
-            return object()
-    """))
+    (tmp_path / f"{module}.py").write_text(plugin_module(name, "Lazy plugin", "width: int = 2"))
     monkeypatch.syspath_prepend(str(tmp_path))
     calls = []
 
