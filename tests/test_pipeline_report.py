@@ -89,6 +89,13 @@ def test_report_shows_each_drawn_figure_and_every_claim_with_both_readings(tmp_p
     assert "../verdicts.md" in parsed.links and "claims.md" in parsed.links
 
 
+def test_provenance_line_shows_its_code_spans_as_code_not_backticks(tmp_path):
+    claims, powered = _claims()
+    page = report_html(tmp_path, claims, powered, "From code `abc123` and config `d<e>f`.", REPO / "workflow/report")
+    assert "<p>From code <code>abc123</code> and config <code>d&lt;e&gt;f</code>.</p>" in page
+    assert "`" not in page.split("<h2", 1)[0]
+
+
 def test_published_report_brings_its_figures_each_small_enough_for_the_readme(tmp_path):
     source, destination = tmp_path / "figures", tmp_path / "docs"
     source.mkdir()

@@ -146,6 +146,11 @@ def _claims_table(rows: list[dict], with_statistic: bool) -> str:
     return "\n".join(lines)
 
 
+def _markdown_code(text: str) -> str:
+    """Escaped text with Markdown's `code` spans as <code> (the provenance line is Markdown)."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
+
+
 def report_html(figures_dir: Path, claims: pd.DataFrame, powered: pd.DataFrame | None, provenance: str,
                 captions_dir: Path) -> str:
     """The page; images are referred to by file name, beside the page."""
@@ -155,7 +160,7 @@ def report_html(figures_dir: Path, claims: pd.DataFrame, powered: pd.DataFrame |
              "<title>Contextual queueing bandits: replication report</title>",
              f"<style>{STYLE}</style></head><body>",
              "<h1>Queue length regret bounds for contextual queueing bandits: the replication report</h1>",
-             f"<p>{html.escape(provenance)}</p>",
+             f"<p>{_markdown_code(provenance)}</p>",
              "<p>Every number on this page comes from the pipeline's tables. Each claim has two readings: "
              "the paper's (its N seeds, the figures' runs) and the powered one (seeds added in looks until "
              "the verdict is decided or the cap is reached, the error controlled across the looks).</p>",
