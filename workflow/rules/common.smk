@@ -14,7 +14,7 @@ try:
     from cqb.sim.code_hash import simulation_code_hash
     from cqb.pipeline.config_schema import ConfigError, validate_config, yaml_scalars
     from cqb.pipeline.experiments import build_plan
-    from cqb.pipeline.scheduling import cancel_rescheduling_timers
+    from cqb.pipeline.scheduling import coalesce_rescheduling
     from cqb.pipeline.verdicts import claim_experiments, claim_specs, tuning_setup
 except ImportError as error:  # the package must be installed: pip install -e .
     raise ImportError(f"the workflow needs the cqb package ({error}); run `pip install -e .`")
@@ -80,16 +80,16 @@ def start_run_server():
         print("cqb: the run server did not start; every job starts its own Python", file=sys.stderr)
 
 
+def coalesce_scheduler_timers():
+    """One pending re-evaluation timer instead of a chain per finished job (cqb.pipeline.scheduling)."""
+    if config["coalesce_rescheduling"] and not coalesce_rescheduling():
+        print("cqb: this Snakemake has no JobScheduler._schedule_reevalutation; scheduling left as it is",
+              file=sys.stderr)
+
+
 onstart:
     start_run_server()
-
-
-onsuccess:
-    cancel_rescheduling_timers()
-
-
-onerror:
-    cancel_rescheduling_timers()
+    coalesce_scheduler_timers()
 
 
 CODE_HASH = simulation_code_hash()  # a param of simulate jobs, so editing the simulation code reruns them
