@@ -80,7 +80,7 @@ def test_dry_run_of_full_config_builds_every_figure(tmp_path):
     assert "rule fig5:" in output and "rule regret_rates:" in output
     powered_first_look = 5 * 400 + 20 * (1 + 4 + 6 + 6 + 21)
     assert "checkpoint powered_look:" in output and "checkpoint tuning_contenders:" in output
-    assert n_simulate == (240 + 80 + (3 * 300 - 20) + 3 * 80 + 240 + 7 * 5 * 30 + 5 * 200 + 1880
+    assert n_simulate == (240 + 80 + (3 * 486 - 20) + 3 * 80 + 240 + 7 * 5 * 30 + 5 * 200 + 1880
                           + powered_first_look)
 
 
