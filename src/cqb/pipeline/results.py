@@ -339,7 +339,4 @@ def publish_candidates(source: Path, destination: Path, page: Path) -> list[str]
         if (source / name).exists():
             (destination / name).write_bytes((source / name).read_bytes())
             written.append(str(destination / name))
-    if page.exists() and BEGIN.format(name="candidates") in page.read_text():
-        page.write_text(splice(page.read_text(), "candidates", (source / "candidates.md").read_text()))
-        written.append(str(page))
-    return written
+    return written + _splice_page(page, "candidates", (source / "candidates.md").read_text())
