@@ -2,7 +2,8 @@
 
     python tools/stage_costs.py RESULTS_DIR TIMINGS_TSV [ROW] [CONFIG]
 
-Every simulate log of RESULTS_DIR (a fresh clone's, one run) is put in one
+Every simulate log of RESULTS_DIR (a fresh clone's, one run of `all`: a
+candidates benchmark's runs would count as powered) is put in one
 part: the runs some configured experiment other than Figure 5's reads (the
 base: Figures 2-4, 6, 7, tuning stage 1, the N = 10 stall check), Figure 5's
 own runs, the powered claims' (seeds from powered.first_seed, requested by
@@ -22,7 +23,7 @@ import yaml
 from cqb.analysis.rates import rate_experiments
 from cqb.pipeline.config_schema import validate_config
 from cqb.pipeline.experiments import build_plan
-from cqb.run_client import OWN_CPU
+from cqb.pipeline_benchmark import other_rules_cpu, simulation_cpu
 
 
 def main(argv: list[str]) -> int:
@@ -43,20 +44,16 @@ def main(argv: list[str]) -> int:
     stage2 = config["tuning"]["stage2"]
     stage2_seeds = range(stage2["first_seed"], stage2["first_seed"] + stage2["seeds"])
     parts = {name: [0, 0.0] for name in ("base", "Figure 5", "powered claims", "powered tuning (stage 2)")}
-    for log in (results / "logs" / "simulate").rglob("*.log"):
-        found = OWN_CPU.findall(log.read_text(errors="replace"))
-        if not found:
-            continue
+    for log, cpu in simulation_cpu(results).items():
         key = (*log.relative_to(results / "logs" / "simulate").parent.parts, log.stem)
         seed = int(log.stem.removeprefix("seed"))
         part = ("base" if key in base else "Figure 5" if key in figure5
                 else "powered tuning (stage 2)" if seed in stage2_seeds else "powered claims")
         parts[part][0] += 1
-        parts[part][1] += float(found[-1])
+        parts[part][1] += cpu
     runs = sum(n for n, _ in parts.values())
     simulations = sum(cpu for _, cpu in parts.values())
-    benchmark_files = [*(results / "benchmarks").rglob("*.tsv"), *(repo / "benchmarks").rglob("*.tsv")]
-    other = sum(float(pd.read_csv(path, sep="\t")["cpu_time"].fillna(0).sum()) for path in benchmark_files)
+    _, other = other_rules_cpu(results, repo / "benchmarks")
     overhead_per_run = (float(row["cpu_seconds"]) - simulations - other) / runs  # Snakemake + hand-off
     cores = int(row["cores"])
     print(f"Run: {row['label']} ({row['date']}; wall {float(row['wall_seconds']):.0f} s, {cores} cores); "

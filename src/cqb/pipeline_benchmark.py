@@ -132,6 +132,28 @@ def pipeline_main(args) -> str:
     return pipeline_table(timings, args.jobs * args.scales[0], (load_before, os.getloadavg()))
 
 
+def simulation_cpu(results_dir: Path) -> dict[Path, float]:
+    """Each simulate log under ``results_dir`` → the run's own CPU seconds (its
+    last line; logs without one, of runs that did not finish, are left out)."""
+    from .run_client import OWN_CPU
+
+    cpu = {}
+    for log in (results_dir / "logs" / "simulate").rglob("*.log"):
+        found = OWN_CPU.findall(log.read_text(errors="replace"))
+        if found:
+            cpu[log] = float(found[-1])
+    return cpu
+
+
+def other_rules_cpu(results_dir: Path, data_benchmarks: Path) -> tuple[list[Path], float]:
+    """The other rules' `benchmark:` files (under ``results_dir`` and the data
+    rules' ``data_benchmarks``) and the CPU seconds they record in all."""
+    import pandas as pd
+
+    files = [*(results_dir / "benchmarks").rglob("*.tsv"), *data_benchmarks.rglob("*.tsv")]
+    return files, sum(float(pd.read_csv(path, sep="\t")["cpu_time"].fillna(0).sum()) for path in files)
+
+
 def run_split(results_dir: Path, row: dict, data_benchmarks: Path = Path("benchmarks")) -> str:
     """Where the CPU of one timed pipeline run (a `cqb time` row of a
     `snakemake` command) went: Snakemake's own process; the simulations
@@ -142,17 +164,8 @@ def run_split(results_dir: Path, row: dict, data_benchmarks: Path = Path("benchm
     server, or starts Python and numpy itself) and the run server. Assumes
     every log and benchmark file under ``results_dir`` comes from that run
     (a fresh clone)."""
-    import pandas as pd
-
-    from .run_client import OWN_CPU
-
-    runs = []
-    for log in (results_dir / "logs" / "simulate").rglob("*.log"):
-        found = OWN_CPU.findall(log.read_text(errors="replace"))
-        if found:
-            runs.append(float(found[-1]))
-    benchmark_files = [*(results_dir / "benchmarks").rglob("*.tsv"), *data_benchmarks.rglob("*.tsv")]
-    other = sum(float(pd.read_csv(path, sep="\t")["cpu_time"].fillna(0).sum()) for path in benchmark_files)
+    runs = list(simulation_cpu(results_dir).values())
+    benchmark_files, other = other_rules_cpu(results_dir, data_benchmarks)
     total, snakemake = float(row["cpu_seconds"]), float(row["snakemake_cpu_seconds"])
     simulations = sum(runs)
     rest = total - snakemake - simulations - other
