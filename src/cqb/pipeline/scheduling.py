@@ -11,8 +11,8 @@ after 2,000 jobs with a 10-s timespan, each round a new asyncio loop and a
 pass over every job of the DAG. One pending timer is enough for what the
 timers are for (trying again once the rate limit allows): a round that
 wants one while another is pending can rely on the pending one's round,
-which asks again if it still needs to. The workflow calls
-:func:`coalesce_rescheduling` when it loads (config ``coalesce_rescheduling``)."""
+which asks again if it still needs to. The workflow's
+``onstart`` calls :func:`coalesce_rescheduling` (config ``coalesce_rescheduling``)."""
 
 from __future__ import annotations
 
