@@ -244,3 +244,76 @@ def test_a_saturated_sample_updates_the_design_and_keeps_the_hessian():
     np.testing.assert_allclose(est.mle[0], np.array([80.0, 0, 0]) - hessian_inv @ x, rtol=1e-12)
     design = 10 * np.eye(3) + X.T @ X + np.outer(x, x)
     np.testing.assert_allclose(est.design_inv[0], np.linalg.inv(design), rtol=1e-9)
+
+
+# ------------------------------------------------------- the lean SLSQP driver
+
+
+def _captured_projections(policy, horizon, seed, spec=None):
+    """(objective, start, bound) of every Filippi projection a short run makes."""
+    import cqb.sim.estimation as estimation
+    from cqb.sim.simulate import simulate
+
+    captured = []
+    real = estimation.slsqp_in_ball
+
+    def capture(objective, start, bound, max_iter, ftol):
+        captured.append((objective, np.array(start), bound))
+        return real(objective, start, bound, max_iter, ftol)
+
+    estimation.slsqp_in_ball = capture
+    try:
+        simulate(spec or {"kind": "synthetic", "n_servers": 5, "dim": 5, "arrival_rate": 0.7, "slack": 0.1},
+                 policy, None, horizon, seed)
+    finally:
+        estimation.slsqp_in_ball = real
+    return captured
+
+
+def _scipy_slsqp(objective, start, bound):
+    from scipy.optimize import minimize
+
+    from cqb.sim.estimation import SLSQP_FTOL, SLSQP_MAX_ITER
+
+    return minimize(objective, start, jac=True, method="SLSQP",
+                    constraints=[{"type": "ineq", "fun": lambda th: bound ** 2 - th @ th,
+                                  "jac": lambda th: -2.0 * th}],
+                    options={"maxiter": SLSQP_MAX_ITER, "ftol": SLSQP_FTOL}).x
+
+
+@pytest.mark.parametrize("policy, seed", [("cqb_opt", 4), ("cqb_ts", 0), ("cqb_eps", 0)])
+def test_the_lean_slsqp_driver_gives_scipys_minimize_to_the_bit(policy, seed):
+    """Every projection of a run, solved by the driver the runs use and by
+    scipy.optimize.minimize itself: the same iterate, bit for bit (a driver
+    that differed in any argument, tolerance or evaluation would drift)."""
+    import scipy
+
+    from cqb.sim.estimation import LEAN_SLSQP_SCIPY, SLSQP_FTOL, SLSQP_MAX_ITER, _slsqp_loop
+
+    if not scipy.__version__.startswith(LEAN_SLSQP_SCIPY):
+        pytest.skip(f"SciPy {scipy.__version__}: the runs call minimize itself, not the lean driver")
+    captured = _captured_projections(policy, 2000, seed)
+    assert len(captured) >= 10  # the projection is active in these runs
+    for objective, start, bound in captured:
+        lean = _slsqp_loop(objective, start, bound, SLSQP_MAX_ITER, SLSQP_FTOL)
+        np.testing.assert_array_equal(lean, _scipy_slsqp(objective, start, bound))
+        # not vacuous: the solver moves away from its (radial) start
+        assert not np.array_equal(lean, start)
+
+
+def test_slsqp_in_ball_calls_minimize_on_another_scipy(monkeypatch):
+    """Off the SciPy releases the lean driver was checked against, minimize
+    runs (the same result where both run)."""
+    import scipy.optimize
+
+    import cqb.sim.estimation as estimation
+
+    (objective, start, bound), *_ = _captured_projections("cqb_ts", 2000, 0)
+    lean = estimation.slsqp_in_ball(objective, start, bound, estimation.SLSQP_MAX_ITER, estimation.SLSQP_FTOL)
+    calls = []
+    real_minimize = scipy.optimize.minimize
+    monkeypatch.setattr(scipy.optimize, "minimize", lambda *a, **k: calls.append(1) or real_minimize(*a, **k))
+    monkeypatch.setattr(estimation, "LEAN_SLSQP_SCIPY", ("0.0.",))
+    fallback = estimation.slsqp_in_ball(objective, start, bound, estimation.SLSQP_MAX_ITER, estimation.SLSQP_FTOL)
+    assert calls == [1]
+    np.testing.assert_array_equal(fallback, lean)

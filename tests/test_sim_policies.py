@@ -334,16 +334,16 @@ def test_filippi_projection_reaches_the_kkt_point_to_1e_8(seed):
 def test_filippi_projection_gives_slsqp_the_objectives_own_gradient(monkeypatch):
     """The analytic gradient handed to the solver matches finite differences of
     the objective (a wrong factor still converges, slowly, to nearly the same point)."""
-    import scipy.optimize
+    import cqb.sim.estimation as estimation
 
     calls = []
-    real_minimize = scipy.optimize.minimize
+    real_solver = estimation.slsqp_in_ball
 
-    def recording_minimize(fun, x0, **kwargs):
-        calls.append(fun)
-        return real_minimize(fun, x0, **kwargs)
+    def recording_solver(objective, start, *args):
+        calls.append(objective)
+        return real_solver(objective, start, *args)
 
-    monkeypatch.setattr(scipy.optimize, "minimize", recording_minimize)
+    monkeypatch.setattr(estimation, "slsqp_in_ball", recording_solver)
     X, mle, design_inv, reg, bound = _projection_problem(0)
     filippi_projection(X, mle, design_inv, reg, bound, mle * bound / np.linalg.norm(mle))
     (objective,) = calls
@@ -354,9 +354,13 @@ def test_filippi_projection_gives_slsqp_the_objectives_own_gradient(monkeypatch)
             <= 1e-6 * max(1.0, np.linalg.norm(gradient))
 
 
-def test_filippi_projection_passes_only_options_scipy_knows():
+def test_filippi_projection_passes_only_options_scipy_knows(monkeypatch):
     """A misspelt solver option is ignored by SciPy with an OptimizeWarning (and
-    the default — 100 iterations, ftol 1e-6 — used instead)."""
+    the default — 100 iterations, ftol 1e-6 — used instead): on the path that
+    calls minimize (any SciPy but the releases of the lean driver)."""
+    import cqb.sim.estimation as estimation
+
+    monkeypatch.setattr(estimation, "LEAN_SLSQP_SCIPY", ("0.0.",))
     X, mle, design_inv, reg, bound = _projection_problem(1)
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -313,13 +313,79 @@ def filippi_projection(X, mle, design_inv, reg, bound, start):
         jacobian = (X.T * (prob * (1 - prob))) @ X + reg * np.eye(X.shape[1])
         return float(residual @ weighted), 2.0 * jacobian @ weighted
 
+    theta = slsqp_in_ball(objective, start, bound, SLSQP_MAX_ITER, SLSQP_FTOL)
+    norm = np.linalg.norm(theta)
+    # SLSQP may overshoot the constraint by rounding; pull back onto the ball.
+    return theta * (bound / norm) if norm > bound else theta
+
+
+SLSQP_MAX_ITER, SLSQP_FTOL = 200, 1e-12
+# The SciPy releases whose minimize(method="SLSQP") is the loop of
+# _slsqp_loop below, call for call (checked by tests/test_sim_estimation.py).
+LEAN_SLSQP_SCIPY = ("1.17.",)
+
+
+def slsqp_in_ball(objective, start, bound, max_iter, ftol):
+    """argmin of ``objective`` (θ ↦ (f, ∇f)) over ‖θ‖² ≤ bound², by SciPy's
+    SLSQP from ``start``: the result of ``scipy.optimize.minimize(objective,
+    start, jac=True, method="SLSQP", constraints=[{"type": "ineq", "fun":
+    bound² − θᵀθ, "jac": −2θ}], options={"maxiter": max_iter, "ftol": ftol})``.
+
+    A projection is a few dozen solver steps on d ≤ a few hundred variables,
+    and minimize's own set-up and per-step wrappers cost more than the steps
+    (about half of a CQB run at T = 5000). On the SciPy releases in
+    LEAN_SLSQP_SCIPY the solver's routine is driven directly, with the same
+    arguments in the same order, so the iterates are the same to the bit; on
+    any other release minimize itself runs."""
+    import scipy
+
+    if scipy.__version__.startswith(LEAN_SLSQP_SCIPY):
+        return _slsqp_loop(objective, start, bound, max_iter, ftol)
     from scipy.optimize import minimize  # rarely needed: imported on first use
 
     result = minimize(objective, start, jac=True, method="SLSQP",
                       constraints=[{"type": "ineq", "fun": lambda th: bound ** 2 - th @ th,
                                     "jac": lambda th: -2.0 * th}],
-                      options={"maxiter": 200, "ftol": 1e-12})
-    theta = result.x
-    norm = np.linalg.norm(theta)
-    # SLSQP may overshoot the constraint by rounding; pull back onto the ball.
-    return theta * (bound / norm) if norm > bound else theta
+                      options={"maxiter": max_iter, "ftol": ftol})
+    return result.x
+
+
+def _slsqp_loop(objective, start, bound, max_iter, ftol):
+    """scipy.optimize._slsqp_py._minimize_slsqp (SciPy 1.17) for one inequality
+    constraint, no bounds and no callback: its state, work arrays and calls of
+    the compiled routine, with each objective evaluated once per point (as
+    SciPy's memoisation does)."""
+    from scipy.optimize._slsqplib import slsqp
+
+    x = np.array(start, dtype=np.float64).reshape(-1)
+    n, m = x.shape[0], 1
+    state = {"acc": ftol, "alpha": 0.0, "f0": 0.0, "gs": 0.0, "h1": 0.0, "h2": 0.0, "h3": 0.0,
+             "h4": 0.0, "t": 0.0, "t0": 0.0, "tol": 10.0 * ftol, "exact": 0, "inconsistent": 0,
+             "reset": 0, "iter": 0, "itermax": int(max_iter), "line": 0, "m": m, "meq": 0,
+             "mode": 0, "n": n}
+    indices = np.zeros(m + 2 * n + 2, dtype=np.int32)
+    buffer = np.zeros(n * (n + 1) // 2 + 3 * m * n + 9 * m + 8 * n * n + 35 * n + 28, dtype=np.float64)
+    mult = np.zeros(m + 2 * n + 2, dtype=np.float64)
+    lower = np.full(n, np.nan)
+    upper = np.full(n, np.nan)
+    normals = np.zeros((m, n), dtype=np.float64, order="F")
+    slack = np.zeros(m, dtype=np.float64)
+    squared_bound = bound ** 2
+    evaluated_at = x.copy()
+    value, gradient = objective(x.copy())
+    gradient = np.atleast_1d(gradient)
+    normals[0] = -2.0 * x
+    slack[0] = squared_bound - x @ x
+    while True:
+        slsqp(state, value, gradient, normals, slack, x, mult, lower, upper, buffer, indices)
+        mode = state["mode"]
+        if mode in (1, -1) and not np.array_equal(x, evaluated_at):
+            evaluated_at = x.copy()
+            value, gradient = objective(x.copy())
+            gradient = np.atleast_1d(gradient)
+        if mode == 1:
+            slack[0] = squared_bound - x @ x
+        elif mode == -1:
+            normals[0] = -2.0 * x
+        else:
+            return x

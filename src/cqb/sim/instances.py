@@ -103,7 +103,7 @@ def _passes(contexts: np.ndarray, theta: np.ndarray, threshold: float) -> np.nda
     decisions as μ on every entry, without a tanh per entry: the rejection
     sampler tests 10⁵–10⁶ raw contexts per run (tests/test_simulate.py)."""
     scores = contexts @ theta.T
-    best = scores.max(axis=1)
+    best = _row_max(scores)
     cut = math.log(threshold) - math.log1p(-threshold)
     margin = 1e-9 * (1.0 + abs(cut))
     passes = best >= cut + margin
@@ -111,6 +111,19 @@ def _passes(contexts: np.ndarray, theta: np.ndarray, threshold: float) -> np.nda
     if near.size:
         passes[near] = logistic(scores[near]).max(axis=1) >= threshold
     return passes
+
+
+def _row_max(matrix: np.ndarray) -> np.ndarray:
+    """``matrix.max(axis=1)``; for a tall matrix of up to 8 columns (K servers)
+    as a running maximum over the columns, ~2–10× faster than numpy's
+    reduction along such short rows (past 8 columns the strided passes cost
+    more). The same decisions either way: a maximum rounds nothing."""
+    if not 2 <= matrix.shape[1] <= 8:
+        return matrix.max(axis=1)
+    best = matrix[:, 0].copy()
+    for column in range(1, matrix.shape[1]):
+        np.maximum(best, matrix[:, column], out=best)
+    return best
 
 
 def _sample_accepted_contexts(theta, threshold, n, rng, accept_rate) -> np.ndarray:
