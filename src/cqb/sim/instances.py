@@ -93,7 +93,22 @@ class Instance:
 
 def _unit_rows(n: int, dim: int, rng: np.random.Generator) -> np.ndarray:
     raw = rng.uniform(-1.0, 1.0, size=(n, dim))
-    return raw / np.linalg.norm(raw, axis=1, keepdims=True)
+    return raw / _row_norms(raw)[:, None]
+
+
+def _row_norms(matrix: np.ndarray) -> np.ndarray:
+    """``np.linalg.norm(matrix, axis=1)``, bit for bit. numpy sums a row of
+    fewer than 8 entries left to right, so for up to 7 columns a running sum
+    over the columns adds the same squares in the same order, ~3× faster than
+    its reduction along such short rows; wider rows are summed pairwise by
+    numpy, and go to numpy (tests/test_sim_instances.py checks both)."""
+    if not 2 <= matrix.shape[1] <= 7:
+        return np.linalg.norm(matrix, axis=1)
+    squares = matrix * matrix
+    total = squares[:, 0].copy()
+    for column in range(1, matrix.shape[1]):
+        total += squares[:, column]
+    return np.sqrt(total, out=total)
 
 
 def _passes(contexts: np.ndarray, theta: np.ndarray, threshold: float) -> np.ndarray:
