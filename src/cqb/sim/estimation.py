@@ -305,12 +305,13 @@ def filippi_projection(X, mle, design_inv, reg, bound, start):
     estimate matches the data's moments as well as the ball allows.
     """
     target = X.T @ logistic(X @ mle) + reg * mle
+    ridge = reg * np.eye(X.shape[1])
 
     def objective(theta):
         prob = logistic(X @ theta)
         residual = X.T @ prob + reg * theta - target
         weighted = design_inv @ residual
-        jacobian = (X.T * (prob * (1 - prob))) @ X + reg * np.eye(X.shape[1])
+        jacobian = (X.T * (prob * (1 - prob))) @ X + ridge
         return float(residual @ weighted), 2.0 * jacobian @ weighted
 
     theta = slsqp_in_ball(objective, start, bound, SLSQP_MAX_ITER, SLSQP_FTOL)
@@ -379,7 +380,8 @@ def _slsqp_loop(objective, start, bound, max_iter, ftol):
     while True:
         slsqp(state, value, gradient, normals, slack, x, mult, lower, upper, buffer, indices)
         mode = state["mode"]
-        if mode in (1, -1) and not np.array_equal(x, evaluated_at):
+        # np.array_equal's checks cost more than the comparison; shapes are fixed here
+        if mode in (1, -1) and not (x == evaluated_at).all():
             evaluated_at = x.copy()
             value, gradient = objective(x.copy())
             gradient = np.atleast_1d(gradient)
