@@ -14,8 +14,14 @@ takes its child with it (the server sees the connection close); a job that
 finds no server, or loses it, runs in-process as before. Run files are
 identical either way (tests/test_run_server.py).
 
-The job side (forwarding, starting a server, the socket variable) is
-cqb.run_client; this module is the server, run as ``python -m cqb.run_server``.
+In the workflow a job is not even a Python process: ``cqb.run_client.start``
+compiles the C client run_client.c beside the socket, and the simulate rule
+runs it (``$CQB_RUN_CLIENT run ...``) where that worked; it sends the same
+request as the Python client and falls back to the Python `cqb` the same way.
+
+The job side (forwarding, starting a server, the compiled client, the socket
+variable) is cqb.run_client; this module is the server, run as
+``python -m cqb.run_server``.
 """
 
 from __future__ import annotations
