@@ -411,6 +411,23 @@ def test_the_awkward_environment_reaches_a_real_run(server, client, tmp_path):
     assert (tmp_path / "caf\udce9.npz").exists()
 
 
+def test_a_forked_run_gets_exactly_the_jobs_environment():
+    """The child changes only what differs from the server's environment
+    (run_server._use_environment); what it ends with is the job's, at the C
+    level too (what a subprocess of the run inherits)."""
+    script = ("import json, os, subprocess, sys; from cqb.run_server import _use_environment; "
+              "os.environ.update(CQB_ONLY_SERVER='1', CQB_BOTH='server'); _use_environment(json.loads(sys.argv[1])); "
+              "inherited = os.fsdecode(subprocess.run(['env', '-0'], capture_output=True).stdout); "
+              "print(json.dumps([dict(os.environ), dict(line.split('=', 1) for line in inherited.split('\\0') if line)]))")
+    job = {key: value for key, value in os.environ.items() if key not in SERVER_VARIABLES}
+    job.update(CQB_BOTH="job", CQB_ONLY_JOB="x", **AWKWARD)
+    done = subprocess.run([sys.executable, "-c", script, json.dumps({**job, RUN_SERVER_VARIABLE: "/a/socket"})],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    python_level, c_level = json.loads(done.stdout)
+    assert python_level == c_level == job
+
+
 WORKFLOW_JOB = ('set -euo pipefail; "${CQB_RUN_CLIENT:-cqb}" run --policy random --seed 1 --horizon 50 '
                 '--out "$1" 2> "$2"')
 

