@@ -129,7 +129,8 @@ def start(socket_dir: str | None = None, timeout: float = 60.0, client: bool = T
     binary = os.path.join(folder, "client")
     ready_read, ready_write = os.pipe()
     command = [sys.executable, "-m", "cqb.run_server", "--socket", socket_path,
-               "--parent", str(os.getpid()), "--ready-fd", str(ready_write)]
+               "--parent", str(os.getpid()), "--ready-fd", str(ready_write),
+               "--remove", binary, "--remove", folder]  # what a killed Snakemake's stop() cannot
     server = subprocess.Popen(command, pass_fds=(ready_write,), stdin=subprocess.DEVNULL)
     os.close(ready_write)
     compiler = compile_client(binary) if client else None  # meanwhile: the server takes a second to load

@@ -69,9 +69,11 @@ def prepare() -> str:
     return code_hash
 
 
-def serve(socket_path: str, parent_pid: int | None = None, ready_fd: int | None = None) -> int:
+def serve(socket_path: str, parent_pid: int | None = None, ready_fd: int | None = None,
+          remove: tuple[str, ...] = ()) -> int:
     """Accept run requests on ``socket_path`` until the parent process (the
-    Snakemake that started us) is gone, or SIGTERM/SIGINT."""
+    Snakemake that started us) is gone, or SIGTERM/SIGINT; then remove the
+    socket and the files and empty folders in ``remove``, in order."""
     import selectors
     import signal
 
@@ -113,6 +115,11 @@ def serve(socket_path: str, parent_pid: int | None = None, ready_fd: int | None 
             os.kill(pid, signal.SIGKILL)
         listener.close()
         os.unlink(socket_path)
+        for path in remove:  # also when the process that started us was killed and cannot
+            try:
+                os.rmdir(path) if os.path.isdir(path) else os.unlink(path)
+            except OSError:
+                pass
     return 0
 
 
@@ -229,8 +236,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--socket", required=True, help="the Unix socket to listen on")
     parser.add_argument("--parent", type=int, help="stop when this process is gone")
     parser.add_argument("--ready-fd", type=int, help="write 'ready' to this file descriptor once listening")
+    parser.add_argument("--remove", action="append", default=[], metavar="PATH",
+                        help="a file or empty folder to remove when stopping (repeatable; in order)")
     args = parser.parse_args(argv)
-    return serve(args.socket, args.parent, args.ready_fd)
+    return serve(args.socket, args.parent, args.ready_fd, tuple(args.remove))
 
 
 if __name__ == "__main__":
