@@ -201,6 +201,20 @@ def test_cli_parsing_imports_neither_numpy_nor_the_policies():
     assert result.returncode == 0 and result.stdout.strip() == "[]", result.stdout + result.stderr
 
 
+def test_the_parser_built_once_keeps_nothing_of_an_earlier_parse():
+    """The run server parses once in its preload and each fork parses again
+    with the same parser object (cqb.cli.command_parser)."""
+    from cqb.cli import command_parser
+
+    parser = command_parser()
+    first = parser.parse_args(["run", "--policy", "cqb_eps", "--seed", "1", "--set", "tau=4", "--out", "a.npz"])
+    second = parser.parse_args(["run", "--policy", "random", "--seed", "2", "--out", "b.npz"])
+    assert command_parser() is parser
+    assert first.set == ["tau=4"] and second.set == [] and second.horizon == 5000 and second.params == "{}"
+    assert vars(second) == vars(command_parser.__wrapped__().parse_args(
+        ["run", "--policy", "random", "--seed", "2", "--out", "b.npz"]))
+
+
 def test_cli_run_uses_one_blas_thread_without_threadpoolctl(tmp_path):
     """The environment variables set before numpy loads must do what
     threadpool_limits(1, "blas") did: every BLAS library numpy loaded runs one

@@ -1,13 +1,19 @@
 """The run server (cqb.run_server): jobs forked from one preloaded process
 write the same run files as jobs that start their own Python, pass on exit
-codes and messages, die with their job, and fall back when no server answers."""
+codes and messages, die with their job, and fall back when no server answers;
+the same through the compiled job client (run_client.c), which sends what the
+Python client sends."""
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -15,13 +21,18 @@ import numpy as np
 import pytest
 
 from cqb import run_client as run_server
-from cqb.run_client import RUN_SERVER_VARIABLE
+from cqb.run_client import EXIT_STATUS, REQUEST_LIMIT, RUN_CLIENT_VARIABLE, RUN_FALLBACK_VARIABLE, RUN_SERVER_VARIABLE
 
-pytestmark = pytest.mark.skipif(not (hasattr(__import__("socket"), "send_fds") and Path("/proc/self/stat").exists()),
+pytestmark = pytest.mark.skipif(not (hasattr(socket, "send_fds") and Path("/proc/self/stat").exists()),
                                 reason="the run server's tests need socket.send_fds and /proc")
 
 CQB = [sys.executable, "-m", "cqb.cli"]
 LOOP_START = "cqb: loop start"
+SERVER_VARIABLES = (RUN_SERVER_VARIABLE, RUN_CLIENT_VARIABLE, RUN_FALLBACK_VARIABLE)
+HAS_COMPILER = shutil.which(run_server.c_compiler()[0]) is not None
+needs_compiler = pytest.mark.skipif(
+    not HAS_COMPILER, reason="no C compiler ($CC, Python's own or cc): the compiled job client cannot be built, "
+                             "and jobs use `cqb run`, which the other tests cover")
 
 
 def _children(pid: int) -> list[int]:
@@ -37,6 +48,15 @@ def _children(pid: int) -> list[int]:
     return children
 
 
+def _own_environment(monkeypatch):
+    """Let a test start its own server: the module's server variables come back after it."""
+    for name in SERVER_VARIABLES:
+        if name in os.environ:
+            monkeypatch.setenv(name, os.environ[name])
+        else:
+            monkeypatch.delenv(name, raising=False)
+
+
 @pytest.fixture(scope="module")
 def server():
     started = run_server.start()
@@ -45,15 +65,32 @@ def server():
     yield started, socket_path
     started.stop()
     assert started.poll() is not None
-    assert not os.path.exists(socket_path)
+    assert not os.path.exists(os.path.dirname(socket_path)), "the server's folder (socket, client) is left"
+    assert not set(SERVER_VARIABLES) & set(os.environ)
 
 
-def _run(args, env_extra=None, server_path=None, **kwargs):
+@pytest.fixture(scope="module")
+def client(server):
+    """The compiled job client the module's server built."""
+    if not HAS_COMPILER:
+        pytest.skip(needs_compiler.kwargs["reason"])
+    started, _ = server
+    assert started.client is not None, f"no compiled client although {run_server.c_compiler()} exists"
+    assert os.environ[RUN_CLIENT_VARIABLE] == started.client
+    return started.client
+
+
+def _environment(server_path=None, env_extra=None):
     env = {key: value for key, value in os.environ.items() if key != RUN_SERVER_VARIABLE}
     if server_path:
         env[RUN_SERVER_VARIABLE] = server_path
     env.update(env_extra or {})
-    return subprocess.run([*CQB, *args], env=env, capture_output=True, text=True, **kwargs)
+    return env
+
+
+def _run(args, env_extra=None, server_path=None, command=CQB, **kwargs):
+    return subprocess.run([*command, *args], env=_environment(server_path, env_extra), capture_output=True,
+                          text=True, **kwargs)
 
 
 def _same_arrays(a: Path, b: Path) -> bool:
@@ -76,61 +113,361 @@ def test_forked_runs_write_the_files_an_own_process_writes(server, tmp_path, pol
     assert f"{policy} seed 3: Q(T) =" in forked.stderr
 
 
-def test_a_forked_job_runs_in_its_own_folder_with_its_own_umask(server, tmp_path):
+@needs_compiler
+@pytest.mark.parametrize("policy, extra", [
+    ("cqb_opt", ["--code-hash", "0123456789abcdef"]), ("cqb_eps", ["--set", "tau=40"]), ("cqb_ts", []),
+    ("oracle", []),
+])
+def test_the_compiled_client_gives_the_bytes_an_own_process_writes(server, client, tmp_path, policy, extra):
+    _, socket_path = server
+    args = ["run", "--policy", policy, "--seed", "4", "--horizon", "300", "--dim", "3", *extra]
+    compiled = _run([*args, "--out", str(tmp_path / "compiled.npz")], server_path=socket_path, command=[client])
+    own = _run([*args, "--out", str(tmp_path / "own.npz")])
+    assert compiled.returncode == own.returncode == 0, compiled.stderr + own.stderr
+    assert (tmp_path / "compiled.npz").read_bytes() == (tmp_path / "own.npz").read_bytes()
+    assert f"{policy} seed 4: Q(T) =" in compiled.stderr  # through the job's own stderr
+    assert compiled.stderr.splitlines()[:-1] == own.stderr.splitlines()[:-1]  # all but the timings
+
+
+@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=needs_compiler)],
+                         ids=["python client", "compiled client"])
+def test_a_forked_job_runs_in_its_own_folder_with_its_own_umask(server, tmp_path, request, compiled):
     _, socket_path = server
     folder = tmp_path / "job"
     folder.mkdir()
-    env = {key: value for key, value in os.environ.items() if key != RUN_SERVER_VARIABLE}
-    env[RUN_SERVER_VARIABLE] = socket_path
-    done = subprocess.run(["/bin/sh", "-c", f"umask 027; exec {' '.join(CQB)} run --policy random --seed 1 "
+    command = request.getfixturevalue("client") if compiled else " ".join(CQB)
+    done = subprocess.run(["/bin/sh", "-c", f"umask 027; exec {command} run --policy random --seed 1 "
                                             "--horizon 50 --out rel.npz"],
-                          cwd=folder, env=env, capture_output=True, text=True)
+                          cwd=folder, env=_environment(socket_path), capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert (folder / "rel.npz").stat().st_mode & 0o777 == 0o640
 
 
-def test_bad_input_through_the_server_is_one_line_and_exit_2(server, tmp_path):
+@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=needs_compiler)],
+                         ids=["python client", "compiled client"])
+def test_bad_input_through_the_server_is_one_line_and_exit_2(server, tmp_path, request, compiled):
     _, socket_path = server
+    command = [request.getfixturevalue("client")] if compiled else CQB
     done = _run(["run", "--policy", "no_such_policy", "--seed", "1", "--out", str(tmp_path / "x.npz")],
-                server_path=socket_path)
+                server_path=socket_path, command=command)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [done.stderr.strip()]
     assert "unknown policy 'no_such_policy'" in done.stderr
-    usage = _run(["run", "--seed", "1", "--out", str(tmp_path / "x.npz")], server_path=socket_path)
+    usage = _run(["run", "--seed", "1", "--out", str(tmp_path / "x.npz")], server_path=socket_path, command=command)
     assert usage.returncode == 2 and "--policy" in usage.stderr
 
 
-def test_a_killed_job_takes_its_forked_run_with_it(server, tmp_path):
-    started, socket_path = server
-    out = tmp_path / "killed.npz"
-    env = {key: value for key, value in os.environ.items() if key != RUN_SERVER_VARIABLE}
-    env.update({RUN_SERVER_VARIABLE: socket_path, "CQB_REPORT_LOOP_START": "1"})
-    # long by construction: a million rounds (seconds) cannot end between the loop start and the kill
-    job = subprocess.Popen([*CQB, "run", "--policy", "random", "--seed", "1", "--horizon", "1000000",
+def _start_long_job(command, socket_path, out):
+    """A job through the server whose run has started its loop: a million
+    rounds (seconds), which cannot end before the test acts on it."""
+    job = subprocess.Popen([*command, "run", "--policy", "random", "--seed", "1", "--horizon", "1000000",
                             "--dim", "2", "--slack", "0.01", "--out", str(out)],
-                           env=env, stderr=subprocess.PIPE, text=True)
+                           env=_environment(socket_path, {"CQB_REPORT_LOOP_START": "1"}),
+                           stderr=subprocess.PIPE, text=True)
     for line in job.stderr:
         if line.startswith(LOOP_START):
             break
-    assert _children(started.pid), "the run is not a child of the server"
-    job.send_signal(signal.SIGKILL)
-    job.wait()
-    job.stderr.close()
-    deadline = time.monotonic() + 30
-    while _children(started.pid) and time.monotonic() < deadline:
+    return job
+
+
+def _wait_for_no_children(pid: int, seconds: float = 30) -> bool:
+    deadline = time.monotonic() + seconds
+    while _children(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _children(started.pid), "the forked run outlived its job"
-    assert job.returncode == -signal.SIGKILL
+    return not _children(pid)
+
+
+@pytest.mark.parametrize("compiled, signal_number", [
+    (False, signal.SIGKILL),
+    pytest.param(True, signal.SIGKILL, marks=needs_compiler),
+    pytest.param(True, signal.SIGTERM, marks=needs_compiler),
+], ids=["python client, SIGKILL", "compiled client, SIGKILL", "compiled client, SIGTERM"])
+def test_a_killed_job_takes_its_forked_run_with_it(server, tmp_path, request, compiled, signal_number):
+    started, socket_path = server
+    out = tmp_path / "killed.npz"
+    job = _start_long_job([request.getfixturevalue("client")] if compiled else CQB, socket_path, out)
+    try:
+        assert _children(started.pid), "the run is not a child of the server"
+        job.send_signal(signal_number)
+        job.wait(30)
+    finally:
+        job.kill()
+        job.wait()
+        job.stderr.close()
+    assert _wait_for_no_children(started.pid), "the forked run outlived its job"
+    assert job.returncode == -signal_number
     assert not out.exists()
     assert not list(tmp_path.glob(".killed.npz.*"))
 
 
-def test_without_a_server_the_job_runs_in_its_own_process(tmp_path):
+@needs_compiler
+def test_the_compiled_client_exits_with_the_status_of_a_killed_run(server, client, tmp_path):
+    started, socket_path = server
+    job = _start_long_job([client], socket_path, tmp_path / "x.npz")
+    try:
+        (child,) = _children(started.pid)
+        os.kill(child, signal.SIGKILL)
+        assert job.wait(30) == 128 + signal.SIGKILL  # as a shell reports a killed command
+    finally:
+        job.kill()
+        job.wait()
+        job.stderr.close()
+
+
+@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=needs_compiler)],
+                         ids=["python client", "compiled client"])
+@pytest.mark.parametrize("server_variable", ["no such socket", "unset"])
+def test_without_a_server_the_job_runs_in_its_own_process(tmp_path, request, compiled, server_variable):
     out = tmp_path / "own.npz"
-    done = _run(["run", "--policy", "random", "--seed", "1", "--horizon", "50", "--out", str(out)],
-                server_path=str(tmp_path / "no-such-socket"))
+    command = [request.getfixturevalue("client")] if compiled else CQB
+    env = _environment(str(tmp_path / "no-such-socket") if server_variable == "no such socket" else None)
+    done = subprocess.run(["/bin/sh", "-c", 'umask 027; exec "$@"', "sh", *command, "run", "--policy", "random",
+                           "--seed", "1", "--horizon", "50", "--out", str(out)],
+                          env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert out.exists()
+    assert out.stat().st_mode & 0o777 == 0o640  # the job's umask, there too
+    assert "random seed 1: Q(T) =" in done.stderr and "went away" not in done.stderr
+
+
+@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=needs_compiler)],
+                         ids=["python client", "compiled client"])
+def test_a_job_whose_server_is_killed_mid_run_runs_in_its_own_process(tmp_path, monkeypatch, compiled):
+    _own_environment(monkeypatch)
+    started = run_server.start(client=compiled)
+    try:
+        assert (started.client is not None) == compiled
+        # 100,000 rounds: about a second, long enough to kill the server first
+        job = subprocess.Popen(["/bin/sh", "-c", 'umask 027; exec "$@"', "sh",
+                                *([started.client] if compiled else CQB), "run", "--policy", "random", "--seed", "2",
+                                "--horizon", "100000", "--dim", "2", "--slack", "0.01",
+                                "--out", str(tmp_path / "run.npz")],
+                               env=_environment(started.socket_path, {"CQB_REPORT_LOOP_START": "1"}),
+                               stderr=subprocess.PIPE, text=True)
+        for line in job.stderr:
+            if line.startswith(LOOP_START):
+                break
+        orphans = _children(started.pid)
+        started.kill()
+        started.wait()
+        for orphan in orphans:  # a SIGKILLed server cannot end its runs; here they would race the job's own
+            os.kill(orphan, signal.SIGKILL)
+        rest = job.stderr.read()
+        job.stderr.close()
+        assert job.wait(60) == 0, rest
+    finally:
+        started.stop()
+    assert rest.splitlines()[0] == "cqb: the run server went away; running in this process"
+    assert "random seed 2: Q(T) =" in rest
+    assert (tmp_path / "run.npz").stat().st_mode & 0o777 == 0o640  # with the job's umask
+
+
+class FakeServer:
+    """One connection at a time on a socket of its own, as the run server
+    takes it: the request, and the fds that came with it. ``reply`` is the
+    status to send back, or None to close without one (a server gone away)."""
+
+    def __init__(self, folder: Path, reply=None, write=b""):
+        self.path = str(folder / "fake.socket")
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.listener.bind(self.path)
+        self.listener.listen(1)
+        self.reply, self.write, self.requests = reply, write, []
+        self.thread = threading.Thread(target=self._serve_one, daemon=True)
+        self.thread.start()
+
+    def _serve_one(self):
+        self.listener.settimeout(60)
+        connection, _ = self.listener.accept()
+        with connection:
+            message, fds, _, _ = socket.recv_fds(connection, REQUEST_LIMIT, 2)
+            try:
+                for fd in fds:
+                    os.write(fd, self.write)
+            finally:  # else the job's pipes stay open here, and its caller waits for their end
+                for fd in fds:
+                    os.close(fd)
+            try:
+                self.requests.append((json.loads(message), len(fds)))
+            except ValueError:  # what the run server refuses, closing without a reply
+                self.requests.append((message, len(fds)))
+                return
+            if self.reply is not None:
+                connection.send(EXIT_STATUS.pack(self.reply))
+
+    def close(self):
+        self.thread.join(10)
+        self.listener.close()
+        os.unlink(self.path)
+
+
+# what an environment and a command line can hold that JSON must escape
+AWKWARD = {
+    "CQB_QUOTES": 'say "hi" \\ back\\slash',
+    "CQB_CONTROL": "line\nbreak\ttab\rreturn\x01\x1f\x7f",
+    "CQB_UNICODE": "λ ϵ — 😀 café",
+    "CQB_NOT_UTF8": "caf\udce9 \udcff\udce2\udc82",  # the bytes caf\xe9 \xff\xe2\x82, as Python reads them
+    "CQB_EMPTY": "",
+    "LC_ALL": "C.UTF-8",  # no locale coercion in the Python client: both see the same environment
+}
+AWKWARD_ARGV = ["run", "--params", '{"name": "a \\"b\\" \\\\ c"}', "--set", "x=line\nnext\ttab λ", "--out",
+                "caf\udce9.npz"]
+
+
+def _requests_of(command, tmp_path, env_extra=None, **fake):
+    """What ``command`` sends a server, its exit code and its output."""
+    server = FakeServer(tmp_path, **fake)
+    env = {key: value for key, value in os.environ.items() if key not in SERVER_VARIABLES}
+    env.update(AWKWARD, **{RUN_SERVER_VARIABLE: server.path}, **(env_extra or {}))
+    try:
+        done = subprocess.run(["/bin/sh", "-c", 'umask 023; exec "$@"', "sh", *command, *AWKWARD_ARGV],
+                              cwd=tmp_path, env=env, capture_output=True, timeout=60)
+    finally:
+        server.close()
+    expected = {"argv": AWKWARD_ARGV, "cwd": str(tmp_path), "umask": 0o023}
+    return server.requests, expected, env, done
+
+
+@needs_compiler
+def test_the_compiled_client_sends_what_the_python_client_sends(client, tmp_path):
+    requests, expected, env, done = _requests_of([client], tmp_path, reply=7, write=b"from the server\n")
+    assert done.returncode == 7, done.stderr
+    assert done.stdout == done.stderr == b"from the server\n"  # the fds were its own stdout and stderr
+    ((request, fds),) = requests
+    assert fds == 2
+    assert {key: request[key] for key in expected} == expected
+    shell_set = {"PWD"}  # by the /bin/sh that starts the client
+    assert {key: value for key, value in request["env"].items() if key not in shell_set} == {
+        key: value for key, value in env.items() if key not in shell_set}
+    ((python_request, _),), _, _, _ = _requests_of(CQB, tmp_path, reply=7)
+    assert request == python_request
+
+
+@needs_compiler
+def test_of_a_variable_set_twice_the_compiled_client_sends_the_first_as_python_does(client, tmp_path):
+    server = FakeServer(tmp_path, reply=0)
+    # an environment a mapping cannot express, so execve from ctypes; getenv and os.environ take the first
+    execve = ("import ctypes, sys; libc = ctypes.CDLL(None); strings = lambda items: (ctypes.c_char_p * "
+              "(len(items) + 1))(*[item.encode() for item in items], None); "
+              "libc.execve(sys.argv[1].encode(), strings([sys.argv[1], 'run']), strings(sys.argv[2:]))")
+    try:
+        done = subprocess.run([sys.executable, "-c", execve, client, f"{RUN_SERVER_VARIABLE}={server.path}",
+                               "CQB_TWICE=first", "CQB_TWICE=second", "=no name"], capture_output=True, timeout=60)
+    finally:
+        server.close()
+    assert done.returncode == 0, done.stderr
+    ((request, _),) = server.requests
+    assert request["env"] == {RUN_SERVER_VARIABLE: server.path, "CQB_TWICE": "first"}
+
+
+@needs_compiler
+@pytest.mark.parametrize("status", [0, 1, 3, 137, 255])
+def test_the_compiled_client_exits_with_the_status_it_is_sent(client, tmp_path, status):
+    _, _, _, done = _requests_of([client], tmp_path, reply=status)
+    assert done.returncode == status
+
+
+@needs_compiler
+def test_a_compiled_client_whose_server_goes_away_execs_its_fallback_without_the_server(client, tmp_path):
+    record = tmp_path / "fallback.txt"
+    fallback = tmp_path / "fallback.sh"
+    fallback.write_text(f"#!{sys.executable}\nimport json, os, sys\n"
+                        f"json.dump([sys.argv, os.environ.get({RUN_SERVER_VARIABLE!r})], open({str(record)!r}, 'w'))\n")
+    fallback.chmod(0o755)
+    requests, _, _, done = _requests_of([client], tmp_path, {RUN_FALLBACK_VARIABLE: str(fallback)}, reply=None)
+    assert len(requests) == 1 and done.returncode == 0
+    assert done.stderr.decode() == "cqb: the run server went away; running in this process\n"
+    # the same command line, and no server: the fallback runs the job itself
+    assert json.loads(record.read_text()) == [[str(fallback), *AWKWARD_ARGV], None]
+
+
+@needs_compiler
+@pytest.mark.parametrize("variables", [3, 11], ids=["over the socket buffer", "over REQUEST_LIMIT"])
+def test_a_request_too_large_to_send_runs_in_its_own_process_quietly(server, client, tmp_path, variables):
+    _, socket_path = server
+    large = {f"CQB_LARGE_{index}": "x" * 100_000 for index in range(variables)}  # 128 kB at most each (Linux)
+    done = _run(["run", "--policy", "random", "--seed", "1", "--horizon", "30", "--out", str(tmp_path / "run.npz")],
+                server_path=socket_path, command=[client], env_extra=large)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "run.npz").exists()
+    assert done.stderr.startswith("random seed 1: Q(T) =")  # no word of a server
+
+
+@needs_compiler
+def test_a_missing_fallback_is_one_line_and_exit_127(client, tmp_path):
+    done = _run(["run", "--policy", "random"], command=[client],
+                env_extra={RUN_FALLBACK_VARIABLE: str(tmp_path / "no-cqb")})
+    assert done.returncode == 127
+    assert done.stderr.splitlines() == [f"cqb: cannot run {tmp_path / 'no-cqb'} (the fallback of the run client): "
+                                        "No such file or directory"]
+
+
+@needs_compiler
+def test_the_awkward_environment_reaches_a_real_run(server, client, tmp_path):
+    _, socket_path = server
+    env = {**AWKWARD, "CQB_REPORT_LOOP_START": "1"}
+    done = _run(["run", "--policy", "random", "--seed", "1", "--horizon", "30", "--out", "caf\udce9.npz"],
+                server_path=socket_path, command=[client], env_extra=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "caf\udce9.npz").exists()
+
+
+def test_a_forked_run_gets_exactly_the_jobs_environment():
+    """The child changes only what differs from the server's environment
+    (run_server._use_environment); what it ends with is the job's, at the C
+    level too (what a subprocess of the run inherits)."""
+    script = ("import json, os, subprocess, sys; from cqb.run_server import _use_environment; "
+              "os.environ.update(CQB_ONLY_SERVER='1', CQB_BOTH='server'); _use_environment(json.loads(sys.argv[1])); "
+              "inherited = os.fsdecode(subprocess.run(['env', '-0'], capture_output=True).stdout); "
+              "print(json.dumps([dict(os.environ), dict(line.split('=', 1) for line in inherited.split('\\0') if line)]))")
+    job = {key: value for key, value in os.environ.items() if key not in SERVER_VARIABLES}
+    job.update(CQB_BOTH="job", CQB_ONLY_JOB="x", **AWKWARD)
+    done = subprocess.run([sys.executable, "-c", script, json.dumps({**job, RUN_SERVER_VARIABLE: "/a/socket"})],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    python_level, c_level = json.loads(done.stdout)
+    assert python_level == c_level == job
+
+
+WORKFLOW_JOB = ('set -euo pipefail; "${CQB_RUN_CLIENT:-cqb}" run --policy random --seed 1 --horizon 50 '
+                '--out "$1" 2> "$2"')
+
+
+@pytest.mark.parametrize("compiler", ["/bin/false", "/no/such/cc"])
+def test_without_a_compiled_client_workflow_jobs_use_cqb_run(tmp_path, monkeypatch, compiler):
+    _own_environment(monkeypatch)
+    monkeypatch.setenv("CC", compiler)
+    started = run_server.start()
+    try:
+        assert started is not None and started.client is None
+        assert RUN_CLIENT_VARIABLE not in os.environ and os.environ[RUN_SERVER_VARIABLE] == started.socket_path
+        env = dict(os.environ, PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]))
+        done = subprocess.run(["bash", "-c", WORKFLOW_JOB, "job", str(tmp_path / "run.npz"), str(tmp_path / "log")],
+                              env=env, capture_output=True, text=True)
+    finally:
+        started.stop()
+    assert done.returncode == 0, (tmp_path / "log").read_text()
+    assert (tmp_path / "run.npz").exists()
+    assert not os.path.exists(os.path.dirname(started.socket_path))
+
+
+@needs_compiler
+def test_the_workflow_job_line_runs_the_compiled_client(server, client, tmp_path):
+    _, socket_path = server
+    probe = tmp_path / "probe"
+    probe.write_text(f'#!/bin/sh\necho compiled client > {tmp_path / "used"}\nexec {client} "$@"\n')
+    probe.chmod(0o755)
+    env = _environment(socket_path, {RUN_CLIENT_VARIABLE: str(probe)})
+    done = subprocess.run(["bash", "-c", WORKFLOW_JOB, "job", str(tmp_path / "run.npz"), str(tmp_path / "log")],
+                          env=env, capture_output=True, text=True)
+    assert done.returncode == 0, (tmp_path / "log").read_text()
+    assert (tmp_path / "used").exists() and (tmp_path / "run.npz").exists()
+
+
+def test_the_compiler_is_cc_when_set(monkeypatch):
+    monkeypatch.setenv("CC", "ccache  gcc -m64")
+    assert run_server.c_compiler() == ["ccache", "gcc", "-m64"]
+    monkeypatch.delenv("CC")
+    assert shutil.which(run_server.c_compiler()[0]) or run_server.c_compiler() == ["cc"]
 
 
 def test_the_server_stops_when_the_process_that_started_it_is_gone(tmp_path):
@@ -138,10 +475,11 @@ def test_the_server_stops_when_the_process_that_started_it_is_gone(tmp_path):
               "print(server.pid, os.environ['CQB_RUN_SERVER'], flush=True); os._exit(0)")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     pid, socket_path = done.stdout.split()
+    folder = os.path.dirname(socket_path)
     deadline = time.monotonic() + 10
-    while os.path.exists(socket_path) and time.monotonic() < deadline:
+    while os.path.exists(folder) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not os.path.exists(socket_path)
+    assert not os.path.exists(folder), f"left: {os.listdir(folder)}"  # the socket, the client, the folder
     with pytest.raises(ProcessLookupError):
         for _ in range(100):  # reaped by init once it exits
             os.kill(int(pid), 0)

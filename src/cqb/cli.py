@@ -18,6 +18,7 @@ stops with one line naming the value and exit code 2.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -165,6 +166,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@functools.lru_cache(maxsize=1)
+def command_parser() -> argparse.ArgumentParser:
+    """The parser main() uses, built once per process: the run server builds
+    it while it preloads, so that its forked runs do not (4-6 ms of each)."""
+    return build_parser()
+
+
 def _json_object(option: str, text: str) -> dict:
     try:
         value = json.loads(text)
@@ -278,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
         code = forward(server, argv)
         if code is not None:
             return code
-    args = build_parser().parse_args(argv)
+    args = command_parser().parse_args(argv)
     if args.command == "policies":
         print(policy_defaults_markdown() if args.markdown else _policy_listing())
         return 0

@@ -66,17 +66,21 @@ put_cqb_on_path()
 
 def start_run_server():
     """One preloaded server forks the simulate jobs (cqb.run_server): only for
-    local execution in this environment; jobs that find no server run as before."""
-    from snakemake.settings.types import DeploymentMethod
+    local execution in this environment; jobs that find no server run as
+    before. Its compiled client (config run_client) is built beside it."""
+    import os
 
+    from snakemake.settings.types import DeploymentMethod
+    from cqb.run_client import RUN_CLIENT_VARIABLE, RUN_SERVER_VARIABLE, start
+
+    for inherited in (RUN_SERVER_VARIABLE, RUN_CLIENT_VARIABLE):  # an outer run's: not for these jobs
+        os.environ.pop(inherited, None)
     isolated = {DeploymentMethod.CONDA, DeploymentMethod.APPTAINER}
     if not config["run_server"] or not workflow.local_exec:
         return
     if isolated & set(workflow.deployment_settings.deployment_method):
         return
-    from cqb.run_client import start
-
-    if start() is None:
+    if start(client=config["run_client"]) is None:
         print("cqb: the run server did not start; every job starts its own Python", file=sys.stderr)
 
 

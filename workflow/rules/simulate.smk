@@ -1,6 +1,9 @@
 # One job per (instance, horizon, policy label, seed): the policy and the
 # oracle on the seed's common random numbers, saved as one run file by the
 # installed `cqb run` command (no Snakemake import in the job: short start-up).
+# With the run server, the job is its compiled client instead, CQB_RUN_CLIENT
+# (cqb.run_client; `cqb` where none was built): the same arguments, the same
+# run file, a few milliseconds of CPU where a Python client takes some 35.
 # No `benchmark:` here: its psutil thread per job cost Snakemake more CPU than
 # the sub-second jobs themselves (docs/pipeline.md); the log's last line gives
 # the job's wall and CPU time instead.
@@ -34,6 +37,6 @@ rule simulate:
     conda:
         "../envs/simulate.yaml"
     shell:
-        "cqb run --instance-spec {params.instance:q} --policy {params.policy}"
+        '"${{CQB_RUN_CLIENT:-cqb}}" run --instance-spec {params.instance:q} --policy {params.policy}'
         " --params {params.policy_params:q} --horizon {wildcards.horizon} --seed {wildcards.seed}"
         " --code-hash {params.code_hash} --out {output:q} 2> {log:q}"
