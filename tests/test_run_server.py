@@ -109,6 +109,7 @@ def test_forked_runs_write_the_files_an_own_process_writes(server, tmp_path, pol
     own = _run([*args, "--out", str(tmp_path / "own.npz")])
     assert forked.returncode == own.returncode == 0, forked.stderr + own.stderr
     assert _same_arrays(tmp_path / "forked.npz", tmp_path / "own.npz")
+    assert (tmp_path / "forked.npz").read_bytes() == (tmp_path / "own.npz").read_bytes()
     # the job's own stderr gets the child's report
     assert f"{policy} seed 3: Q(T) =" in forked.stderr
 
@@ -178,10 +179,10 @@ def _wait_for_no_children(pid: int, seconds: float = 30) -> bool:
 
 
 @pytest.mark.parametrize("compiled, signal_number", [
-    (False, signal.SIGKILL),
+    (False, signal.SIGKILL), (False, signal.SIGTERM),
     pytest.param(True, signal.SIGKILL, marks=needs_compiler),
     pytest.param(True, signal.SIGTERM, marks=needs_compiler),
-], ids=["python client, SIGKILL", "compiled client, SIGKILL", "compiled client, SIGTERM"])
+], ids=["python client, SIGKILL", "python client, SIGTERM", "compiled client, SIGKILL", "compiled client, SIGTERM"])
 def test_a_killed_job_takes_its_forked_run_with_it(server, tmp_path, request, compiled, signal_number):
     started, socket_path = server
     out = tmp_path / "killed.npz"

@@ -245,8 +245,8 @@ static int forward(const char *socket_path, int argc, char **argv, int *status) 
     header->cmsg_len = CMSG_LEN(sizeof fds);
     memcpy(CMSG_DATA(header), fds, sizeof fds);
     ssize_t sent;
-    do
-        sent = sendmsg(connection, &message, 0);
+    do /* a server gone meanwhile: EPIPE, not a SIGPIPE that kills the job (Python ignores SIGPIPE) */
+        sent = sendmsg(connection, &message, MSG_NOSIGNAL);
     while (sent < 0 && errno == EINTR);
     free(request.data);
     if (sent < 0) { /* e.g. EMSGSIZE: the Python client also runs the job itself, quietly */

@@ -1,0 +1,229 @@
+"""What a simulate job's hand-off to the run server costs, per job, variants side by side (issue 18).
+
+    python tools/handoff_costs.py [--jobs 50] [--rounds 3] [--baseline SRC] [--phases 20]
+
+Starts a run server from this checkout (cqb.run_client.start, which also
+builds the compiled client) and, with ``--baseline``, one from another source
+tree (``git archive COMMIT src | tar -x -C DIR``, with the compiled kernel
+copied into DIR/src/cqb/sim), whose forked runs show the fixed costs before a
+change. Then it runs the simulate rule's shell line (``bash -c 'set -euo
+pipefail; CLIENT run ... 2> LOG'``, T = 500, the oracle at the base instance,
+a new seed per job, the same seeds in every variant) one job at a time, ``--jobs`` per variant, the variants
+alternating within each of ``--rounds`` rounds so that load changes hit them
+alike:
+
+* the Python client (``cqb``) or the compiled one, through this checkout's
+  server or the baseline's;
+* ``no server``: ``cqb run`` in its own process, as without the run server.
+
+Per variant and job: the CPU of the job's process tree (bash and the client,
+``RUSAGE_CHILDREN`` of this process), of the server itself
+(``/proc/PID/schedstat``) and of its forked runs (``cutime + cstime`` of
+``/proc/PID/stat``: the children it waited for, in clock ticks, so summed over
+a batch), and the median wall time of a job. With ``--phases N``, also the
+in-process CPU of the phases of a run in N forks of a process prepared as the
+server prepares itself (run_server.prepare), for this checkout and the
+baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from cqb import run_client
+
+SPEC = {"kind": "synthetic", "n_servers": 5, "dim": 5, "arrival_rate": 0.7, "slack": 0.1}
+FIRST_SEED = 700_000  # no experiment's
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _server_cpu(pid: int) -> tuple[float, float]:
+    """(the server's own CPU seconds, its waited-for children's)."""
+    own = int(Path(f"/proc/{pid}/schedstat").read_text().split()[0]) / 1e9
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return own, (int(fields[13]) + int(fields[14])) / TICK  # cutime, cstime
+
+
+def _job_line(client: str, seed: int, out: Path, log: Path, code_hash: str) -> str:
+    return (f"set -euo pipefail; {shlex.quote(client)} run --instance-spec {shlex.quote(json.dumps(SPEC))} "
+            f"--policy oracle --params '{{}}' --horizon 500 --seed {seed} --code-hash {code_hash} "
+            f"--out {shlex.quote(str(out))} 2> {shlex.quote(str(log))}")
+
+
+def run_batch(client: str, env: dict, server_pid: int | None, jobs: int, first_seed: int, scratch: Path,
+              code_hash: str) -> dict:
+    walls = []
+    jobs_before = _children_cpu()
+    server_before = _server_cpu(server_pid) if server_pid else (0.0, 0.0)
+    for index in range(jobs):
+        out, log = scratch / f"run{index}.npz", scratch / f"run{index}.log"
+        started = time.perf_counter()
+        done = subprocess.run(["bash", "-c", _job_line(client, first_seed + index, out, log, code_hash)], env=env)
+        walls.append(time.perf_counter() - started)
+        if done.returncode != 0:
+            raise RuntimeError(f"{client}: job failed ({done.returncode}): {log.read_text().strip()}")
+        out.unlink()
+        log.unlink()
+    server_after = _server_cpu(server_pid) if server_pid else (0.0, 0.0)
+    return {"job tree": (_children_cpu() - jobs_before) / jobs, "server": (server_after[0] - server_before[0]) / jobs,
+            "forked run": (server_after[1] - server_before[1]) / jobs, "wall": walls}
+
+
+def handoff_table(results: dict, jobs: int, rounds: int, load: tuple) -> str:
+    lines = [f"T = 500 oracle runs (base instance), {jobs} jobs per variant in each of {rounds} rounds, "
+             f"alternating; per job, mean of the rounds' CPU; load average (1, 5, 15 min) "
+             f"{', '.join(f'{x:.2f}' for x in load[0])} before, {', '.join(f'{x:.2f}' for x in load[1])} after; "
+             f"{os.cpu_count()} CPUs; Python {sys.version.split()[0]}", "",
+             "| variant | job tree: bash + client (ms) | server (ms) | forked run (ms) | all (ms) "
+             "| wall: median (ms) |",
+             "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    for name, batches in results.items():
+        cpu = {key: 1000 * statistics.mean(batch[key] for batch in batches)
+               for key in ("job tree", "server", "forked run")}
+        wall = 1000 * statistics.median(w for batch in batches for w in batch["wall"])
+        lines.append(f"| {name} | {cpu['job tree']:.1f} | {cpu['server']:.1f} | {cpu['forked run']:.1f} "
+                     f"| {sum(cpu.values()):.1f} | {wall:.1f} |")
+    return "\n".join(lines)
+
+
+PHASES_SCRIPT = r"""
+import gc, json, os, resource, statistics, sys, time
+from cqb import cli, run_server
+getattr(run_server, "prepare", run_server.preload)()  # what the server does before its first fork
+import cqb.sim.runfile as runfile, cqb.sim.simulate as simulate
+argv = json.loads(sys.argv[1])
+runs = []
+
+def timed(module, name, phase, spent):
+    function = getattr(module, name)
+    def wrapper(*args, **kwargs):
+        started = time.process_time()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            spent[phase] = spent.get(phase, 0.0) + time.process_time() - started
+    setattr(module, name, wrapper)
+
+for index in range(int(sys.argv[2]) + 1):
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        spent = {}
+        timed(cli, "command_parser" if hasattr(cli, "command_parser") else "build_parser", "parser", spent)
+        timed(simulate, "instance_from_spec", "instance", spent)
+        timed(simulate, "draw_trace", "trace", spent)
+        timed(simulate, "play", "policy", spent)
+        timed(runfile, "save_run", "run file", spent)
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 2)
+        started = time.process_time()
+        cli.main(argv)
+        spent["all"] = time.process_time() - started
+        spent["page faults"] = resource.getrusage(resource.RUSAGE_SELF).ru_minflt / 1000
+        os.write(write, json.dumps(spent).encode())
+        os._exit(0)
+    os.close(write)
+    data = b""
+    while chunk := os.read(read, 65536):
+        data += chunk
+    os.close(read)
+    os.waitpid(pid, 0)
+    if index:  # the first fork is a warm-up
+        runs.append(json.loads(data))
+print(json.dumps({key: statistics.median(run.get(key, 0.0) for run in runs) for key in runs[0]}))
+"""
+
+
+def phases_table(forks: int, scratch: Path, rounds: int, sources: dict[str, dict]) -> str:
+    """The phases of a forked run in each source (label -> the environment that imports it)."""
+    argv = ["run", "--instance-spec", json.dumps(SPEC), "--policy", "oracle", "--params", "{}", "--horizon", "500",
+            "--seed", str(FIRST_SEED), "--code-hash", "x", "--out", str(scratch / "phases.npz")]
+    medians = {label: [] for label in sources}
+    for _ in range(rounds):
+        for label, env in sources.items():
+            done = subprocess.run([sys.executable, "-c", PHASES_SCRIPT, json.dumps(argv), str(forks)],
+                                  env=env, capture_output=True, text=True, check=True)
+            medians[label].append(json.loads(done.stdout))
+    keys = list(medians[list(sources)[-1]][0])
+    lines = [f"In-process CPU (ms; page faults in thousands) of the phases of one forked run (T = 500 oracle run), "
+             f"median of {forks} forks of a process prepared as the server prepares itself, mean of {rounds} "
+             f"alternating rounds; \"all\" is cli.main", "",
+             "| source | " + " | ".join(keys) + " |", "| --- |" + " ---: |" * len(keys)]
+    for label, runs in medians.items():
+        cells = [statistics.mean(run.get(key, 0.0) for run in runs) * (1 if key == "page faults" else 1000)
+                 for key in keys]
+        lines.append(f"| {label} | " + " | ".join(f"{cell:.1f}" for cell in cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=50)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--baseline", type=Path, help="a source tree (its src/) whose server to compare with")
+    parser.add_argument("--phases", type=int, default=0, metavar="N", help="also time a run's phases in N forks")
+    args = parser.parse_args(argv)
+    from cqb.sim.code_hash import simulation_code_hash
+
+    load_before = os.getloadavg()
+    cqb = str(Path(sys.executable).parent / "cqb")
+    base_env = {key: value for key, value in os.environ.items()
+                if key not in (run_client.RUN_SERVER_VARIABLE, run_client.RUN_CLIENT_VARIABLE,
+                               run_client.RUN_FALLBACK_VARIABLE)}
+    servers = {}
+    if args.baseline:
+        saved = os.environ.get("PYTHONPATH")
+        os.environ["PYTHONPATH"] = str(args.baseline.resolve() / "src")
+        servers["baseline"] = run_client.start(client=False)
+        os.environ.pop("PYTHONPATH") if saved is None else os.environ.update(PYTHONPATH=saved)
+    servers["this checkout"] = run_client.start()
+    if None in servers.values():
+        raise SystemExit("handoff_costs: a run server did not start")
+    compiled = servers["this checkout"].client
+    if compiled is None:
+        raise SystemExit("handoff_costs: the compiled client was not built (no C compiler?)")
+    variants = {"no server: cqb run in its own process": (cqb, base_env, None)}
+    for label, server in servers.items():
+        env = {**base_env, run_client.RUN_SERVER_VARIABLE: server.socket_path,
+               run_client.RUN_FALLBACK_VARIABLE: cqb}
+        variants[f"Python client, {label}'s server"] = (cqb, env, server.pid)
+        variants[f"compiled client, {label}'s server"] = (compiled, env, server.pid)
+    results = {name: [] for name in variants}
+    code_hash = simulation_code_hash()
+    with tempfile.TemporaryDirectory(prefix="cqb-handoff-") as scratch:
+        scratch = Path(scratch)
+        for round_index in range(args.rounds + 1):
+            for name, (client, env, pid) in variants.items():  # the same seeds: the same simulations
+                batch = run_batch(client, env, pid, args.jobs, FIRST_SEED, scratch, code_hash)
+                if round_index:  # round 0 warms the bytecode and page caches
+                    results[name].append(batch)
+        print(handoff_table(results, args.jobs, args.rounds, (load_before, os.getloadavg())))
+        if args.phases:
+            print()
+            sources = {"this checkout": base_env}  # no server variable: the forks run the command
+            if args.baseline:
+                sources = {"baseline": {**base_env, "PYTHONPATH": str(args.baseline.resolve() / "src")}, **sources}
+            print(phases_table(args.phases, scratch, args.rounds, sources))
+    for server in servers.values():
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
