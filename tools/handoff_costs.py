@@ -4,11 +4,12 @@
 
 Starts a run server from this checkout (cqb.run_client.start, which also
 builds the compiled client) and, with ``--baseline``, one from another source
-tree (``git archive COMMIT src | tar -x -C DIR``, with the compiled kernel
-copied into DIR/src/cqb/sim), whose forked runs show the fixed costs before a
-change. Then it runs the simulate rule's shell line (``bash -c 'set -euo
-pipefail; CLIENT run ... 2> LOG'``, T = 500, the oracle at the base instance,
-a new seed per job, the same seeds in every variant) one job at a time, ``--jobs`` per variant, the variants
+tree by that tree's own cqb.run_client.start (``git archive COMMIT src | tar
+-x -C DIR``, with the compiled kernel copied into DIR/src/cqb/sim), whose
+forked runs show the fixed costs before a change. Then it runs the simulate
+rule's shell line (``bash -c 'set -euo pipefail; CLIENT run ... 2> LOG'``,
+T = 500, the oracle at the base instance, a new seed per job, the same seeds
+in every variant) one job at a time, ``--jobs`` per variant, the variants
 alternating within each of ``--rounds`` rounds so that load changes hit them
 alike:
 
@@ -186,24 +187,24 @@ def main(argv: list[str] | None = None) -> int:
     base_env = {key: value for key, value in os.environ.items()
                 if key not in (run_client.RUN_SERVER_VARIABLE, run_client.RUN_CLIENT_VARIABLE,
                                run_client.RUN_FALLBACK_VARIABLE)}
-    servers = {}
-    if args.baseline:
-        saved = os.environ.get("PYTHONPATH")
-        os.environ["PYTHONPATH"] = str(args.baseline.resolve() / "src")
-        servers["baseline"] = run_client.start(client=False)
-        os.environ.pop("PYTHONPATH") if saved is None else os.environ.update(PYTHONPATH=saved)
-    servers["this checkout"] = run_client.start()
-    if None in servers.values():
-        raise SystemExit("handoff_costs: a run server did not start")
-    compiled = servers["this checkout"].client
-    if compiled is None:
-        raise SystemExit("handoff_costs: the compiled client was not built (no C compiler?)")
+    servers = {}  # label -> (socket path, server pid)
+    baseline = None
+    if args.baseline:  # started by the baseline's own cqb.run_client, in a process that waits for our exit
+        starter = ("import sys; from cqb import run_client; server = run_client.start(); "
+                   "print(server.socket_path, server.pid, flush=True); sys.stdin.read()")
+        baseline = subprocess.Popen([sys.executable, "-c", starter], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    env={**base_env, "PYTHONPATH": str(args.baseline.resolve() / "src")}, text=True)
+        socket_path, pid = baseline.stdout.readline().split()
+        servers["baseline"] = (socket_path, int(pid))
+    server = run_client.start()
+    if server is None or server.client is None:
+        raise SystemExit("handoff_costs: the run server did not start, or its client was not built (no C compiler?)")
+    servers["this checkout"] = (server.socket_path, server.pid)
     variants = {"no server: cqb run in its own process": (cqb, base_env, None)}
-    for label, server in servers.items():
-        env = {**base_env, run_client.RUN_SERVER_VARIABLE: server.socket_path,
-               run_client.RUN_FALLBACK_VARIABLE: cqb}
-        variants[f"Python client, {label}'s server"] = (cqb, env, server.pid)
-        variants[f"compiled client, {label}'s server"] = (compiled, env, server.pid)
+    for label, (socket_path, pid) in servers.items():
+        env = {**base_env, run_client.RUN_SERVER_VARIABLE: socket_path, run_client.RUN_FALLBACK_VARIABLE: cqb}
+        variants[f"Python client, {label}'s server"] = (cqb, env, pid)
+        variants[f"compiled client, {label}'s server"] = (server.client, env, pid)
     results = {name: [] for name in variants}
     code_hash = simulation_code_hash()
     with tempfile.TemporaryDirectory(prefix="cqb-handoff-") as scratch:
@@ -220,8 +221,10 @@ def main(argv: list[str] | None = None) -> int:
             if args.baseline:
                 sources = {"baseline": {**base_env, "PYTHONPATH": str(args.baseline.resolve() / "src")}, **sources}
             print(phases_table(args.phases, scratch, args.rounds, sources))
-    for server in servers.values():
-        server.stop()
+    server.stop()
+    if baseline is not None:
+        baseline.stdin.close()  # its start()'s atexit stops its server
+        baseline.wait(30)
     return 0
 
 
