@@ -42,15 +42,11 @@ import time
 from pathlib import Path
 
 from cqb import run_client
+from cqb.pipeline.results import children_cpu
 
 SPEC = {"kind": "synthetic", "n_servers": 5, "dim": 5, "arrival_rate": 0.7, "slack": 0.1}
 FIRST_SEED = 700_000  # no experiment's
 TICK = os.sysconf("SC_CLK_TCK")
-
-
-def _children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
 
 
 def _server_cpu(pid: int) -> tuple[float, float]:
@@ -69,7 +65,7 @@ def _job_line(client: str, seed: int, out: Path, log: Path, code_hash: str) -> s
 def run_batch(client: str, env: dict, server_pid: int | None, jobs: int, first_seed: int, scratch: Path,
               code_hash: str) -> dict:
     walls = []
-    jobs_before = _children_cpu()
+    jobs_before = children_cpu()
     server_before = _server_cpu(server_pid) if server_pid else (0.0, 0.0)
     for index in range(jobs):
         out, log = scratch / f"run{index}.npz", scratch / f"run{index}.log"
@@ -81,7 +77,7 @@ def run_batch(client: str, env: dict, server_pid: int | None, jobs: int, first_s
         out.unlink()
         log.unlink()
     server_after = _server_cpu(server_pid) if server_pid else (0.0, 0.0)
-    return {"job tree": (_children_cpu() - jobs_before) / jobs, "server": (server_after[0] - server_before[0]) / jobs,
+    return {"job tree": (children_cpu() - jobs_before) / jobs, "server": (server_after[0] - server_before[0]) / jobs,
             "forked run": (server_after[1] - server_before[1]) / jobs, "wall": walls}
 
 

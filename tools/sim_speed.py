@@ -25,6 +25,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from cqb.cli import BLAS_THREAD_VARIABLES
+
 BASE_INSTANCE = {"kind": "synthetic", "n_servers": 5, "dim": 5, "arrival_rate": 0.7, "slack": 0.1,
                  "min_accept_rate": 0.005}
 POLICIES = "cqb_opt,cqb_ts,cqb_eps,cqb_eta2,cqb_eps_opt,q_ths,q_ucb,random,oracle"
@@ -42,8 +44,7 @@ print((time.process_time() - start) / len(seeds))
 
 
 def cpu_per_run(src: Path, spec: dict, policy: str, horizon: int, seeds: list[int]) -> float:
-    environment = dict(os.environ, PYTHONPATH=str(src), OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
-                       BLIS_NUM_THREADS="1")
+    environment = dict(os.environ, PYTHONPATH=str(src), **dict.fromkeys(BLAS_THREAD_VARIABLES, "1"))
     done = subprocess.run([sys.executable, "-c", WORKER, json.dumps([spec, policy, horizon, seeds])],
                           env=environment, capture_output=True, text=True)
     if done.returncode:

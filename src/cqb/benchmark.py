@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import resource
 import statistics
 import subprocess
 import sys
@@ -169,6 +168,8 @@ def startup_times(sources: dict[str, Path], runs: int = 20, out_dir: Path | None
     for that reason. With ``server_socket`` (a running cqb.run_server), the
     last source is timed a second time as a job the server forks (label
     FORKED; its CPU is the job's process plus the forked run's own)."""
+    from .pipeline.results import children_cpu  # pandas: only for this benchmark
+
     from .run_client import OWN_CPU, RUN_SERVER_VARIABLE
     from .sim.simulate import LOOP_START_PROBE
 
@@ -187,11 +188,11 @@ def startup_times(sources: dict[str, Path], runs: int = 20, out_dir: Path | None
         command = [sys.executable, "-c", CLI_SCRIPT, *STARTUP_RUN, "--out", str(out)]
         for repeat in range(runs + 1):
             for label in labels:
-                cpu_before = _children_cpu()
+                cpu_before = children_cpu()
                 spawned, started = time.time(), time.perf_counter()
                 done = subprocess.run(command, env=environments[label], capture_output=True, text=True)
                 elapsed = time.perf_counter() - started
-                cpu = _children_cpu() - cpu_before
+                cpu = children_cpu() - cpu_before
                 if done.returncode != 0:
                     raise RuntimeError(f"{label}: cqb run failed: {done.stderr.strip()}")
                 if repeat == 0:
@@ -204,11 +205,6 @@ def startup_times(sources: dict[str, Path], runs: int = 20, out_dir: Path | None
                 if probes:
                     times[label]["loop_start"].append(float(probes[0][len(LOOP_START_LINE):]) - spawned)
     return times
-
-
-def _children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
 
 
 def startup_table(times: dict, load_before: tuple, load_after: tuple) -> str:

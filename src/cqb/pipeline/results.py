@@ -135,7 +135,8 @@ main()
 """
 
 
-def _children_cpu() -> float:
+def children_cpu() -> float:
+    """CPU seconds (user + system) of this process's finished, waited-for children."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
 
@@ -155,7 +156,7 @@ def time_command(command: list[str], label: str, table: Path) -> dict:
     else:
         launched = command
     load_before = round(os.getloadavg()[0], 2)
-    cpu_before = _children_cpu()
+    cpu_before = children_cpu()
     started = time.perf_counter()
     process = subprocess.Popen(launched)
     samples = []
@@ -179,7 +180,7 @@ def time_command(command: list[str], label: str, table: Path) -> dict:
            "wall_seconds": round(wall, 1), "load_before": load_before,
            "load_mean": round(sum(samples) / len(samples), 2), "load_max": round(max(samples), 2),
            "cores": os.cpu_count(), "returncode": returncode,
-           "cpu_seconds": round(_children_cpu() - cpu_before, 1), "snakemake_cpu_seconds": snakemake_cpu}
+           "cpu_seconds": round(children_cpu() - cpu_before, 1), "snakemake_cpu_seconds": snakemake_cpu}
     _append_timing(table, row)
     return row
 
