@@ -1,11 +1,11 @@
 # Contextual queueing bandits (Bae, Kang, Lee; arXiv 2601.19300): every
 # policy × instance × seed is one `simulate` job writing one run file; each
 # experiment is aggregated to a tidy table; figures are drawn from the tables
-# only. See docs/pipeline.md.
+# only. See docs/pipeline.md. Snakemake reads profiles/default/ by itself.
 #
-#   snakemake --cores 2            # all figures (fig2–fig6)
+#   snakemake --cores 2            # every figure, the claims and figures/report.html
 #   snakemake --cores 2 fig3       # one figure
-#   snakemake --report report.html # HTML report of the figures
+#   snakemake --cores 2 -n         # dry run: what would run, and why
 
 from pathlib import Path
 
@@ -67,11 +67,5 @@ if PLAN.rates_experiment:
     include: "workflow/rules/rates.smk"
 
 
-if Path(workflow.basedir, "workflow/rules/candidates.smk").exists():
-
-    include: "workflow/rules/candidates.smk"
-
-
-if Path(workflow.basedir, "workflow/rules/data.smk").exists():
-
-    include: "workflow/rules/data.smk"
+include: "workflow/rules/candidates.smk"
+include: "workflow/rules/data.smk"

@@ -18,7 +18,7 @@ from cqb.sim.simulate import RunResult
 
 REPO = Path(__file__).resolve().parent.parent
 # What a run of the pipeline needs besides the installed package.
-WORKFLOW_FILES = ("Snakefile", "workflow", "config", "scripts")
+WORKFLOW_FILES = ("Snakefile", "profiles", "workflow", "config", "scripts")
 
 
 def fabricate_run(path, queue, oracle_queue, seed=0, policy="cqb_opt"):

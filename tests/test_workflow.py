@@ -25,9 +25,7 @@ pytestmark = pytest.mark.slow
 SMOKE = ("--configfile", "config/smoke.yaml")
 SMOKE_RESULTS = Path("results/smoke")
 DATASETS_MIRROR = REPO.parent / "shared" / "datasets"
-HAS_DATA_RULES = (REPO / "workflow" / "rules" / "data.smk").exists()
-CAN_RUN_FIG4 = (HAS_DATA_RULES and DATASETS_MIRROR.is_dir()
-                and importlib.util.find_spec("torchvision") is not None)
+CAN_RUN_FIG4 = DATASETS_MIRROR.is_dir() and importlib.util.find_spec("torchvision") is not None
 # 8 policies × 2 seeds on the base instance + CQB-ε and CQB-Opt × 2 seeds at ϵ = 0.15
 # (ϵ = 0.1 is shared with the base instance)
 FIG2_SMOKE_RUNS = 16 + 4
@@ -58,6 +56,18 @@ def test_lint_is_clean():
     process = snakemake(REPO, "--lint", check=False)
     output = process.stdout + process.stderr
     assert process.returncode == 0 and "Lints for" not in output, output[-6000:]
+
+
+def test_a_plain_snakemake_uses_the_projects_profile(workflow_copy):
+    # `snakemake --cores N` as users type it, from the root: Snakemake finds
+    # profiles/default/ by itself (and says so), so its settings apply
+    process = snakemake(workflow_copy, "-n", "fig2", *SMOKE)
+    assert ("Using workflow specific profile profiles/default for setting default command line arguments"
+            in process.stderr), process.stderr[-2000:]
+    # and its settings apply: printshellcmds shows the jobs' commands
+    assert "run --instance-spec" in process.stdout
+    plain = snakemake(workflow_copy, "-n", "fig2", *SMOKE, "--workflow-profile", "none")
+    assert "Using workflow specific profile" not in plain.stderr and "run --instance-spec" not in plain.stdout
 
 
 def test_dry_run_of_full_config_builds_every_figure(tmp_path):

@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parent.parent
 SMOKE_CONFIG = "config/smoke.yaml"
 # the synthetic figures: no dataset needed
 TARGETS = ("fig2", "fig3")
-PROFILE = "workflow/profiles/slurm"
+PROFILE = "profiles/slurm"
 # What this cluster needs on top of the profile (a real site needs none of
 # these): no accounts, no accounting database (job status from squeue, kept
 # MinJobAge = 300 s), a short first status check, and the Slurm logs of

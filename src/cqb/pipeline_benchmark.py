@@ -4,7 +4,7 @@ Usage: cqb benchmark --pipeline [--jobs 100] [--scales 1 10] [--variant NAME='AR
 
 Runs ``jobs × scale`` trivial simulate jobs (the Random policy at the base
 instance, T = 500, seeds no experiment uses) through the real workflow — the
-repository's Snakefile and its default profile (workflow/profiles/default),
+repository's Snakefile and its default profile (profiles/default),
 one job per run file — in a
 scratch folder, once per scale and per variant of Snakemake's options, and
 reports per variant and scale:
@@ -40,8 +40,8 @@ from .pipeline.results import SNAKEMAKE_LAUNCHER
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 # Snakemake finds a workflow profile by itself only in profiles/ beside the
-# Snakefile; ours is named, as the README's command names it.
-PROFILE = REPOSITORY / "workflow" / "profiles" / "default"
+# Snakefile; named here so the benchmark runs it whatever its working folder.
+PROFILE = REPOSITORY / "profiles" / "default"
 EXPERIMENT = "pipeline_benchmark"
 # Far from the figures' (0–299), the tuning's (1000–1029) and every other seed range.
 FIRST_SEED = 500_000

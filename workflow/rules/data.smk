@@ -1,8 +1,5 @@
 # Real datasets (SPEC §4 "Real data", docs/data.md): fetch -> preprocess -> pool instance.
 #
-# Include from a top-level Snakefile at the repo root, after loading the config:
-#     configfile: "config/datasets.yaml"
-#     include: "workflow/rules/data.smk"
 # Final outputs: data/processed/{dataset}/instance.npz and report.json,
 # dataset in DATA_DATASETS. Heart Disease and Coupon (DATA_TABULAR) share one download rule
 # (a job per file) and one preprocess rule; MNIST has its own two, since torchvision
