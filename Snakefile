@@ -7,8 +7,6 @@
 #   snakemake --cores 2 fig3       # one figure
 #   snakemake --cores 2 -n         # dry run: what would run, and why
 
-from pathlib import Path
-
 from snakemake.utils import min_version
 
 min_version("9.0")
@@ -20,13 +18,13 @@ configfile: "config/config.yaml"
 include: "workflow/rules/common.smk"
 
 
-# Validate the config and expand it into runs, curves and figure specs (a bad
-# value stops here, named); see cqb.pipeline.experiments.
+# Validate the config and expand it into the plan: runs, curves, figures,
+# Figure 5's experiments and Figure 7's cells (a bad value stops here, named);
+# see cqb.pipeline.experiments. The real-data settings live in their own file
+# (config/datasets.yaml, key `data`), loaded by load_config rather than with a
+# second `configfile:` so that values given with --configfile/--config still
+# win, key by key.
 PLAN = load_config()
-# The real-data settings live in their own file under the key `data`; loaded
-# here rather than with a second `configfile:` so that values given with
-# --configfile/--config still win, key by key.
-load_datasets_config(Path(workflow.basedir, "config/datasets.yaml"))
 
 RESULTS = config["results_dir"]
 FIGURES = config["figures_dir"]

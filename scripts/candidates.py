@@ -5,7 +5,7 @@ and the candidates' run files."""
 import pandas as pd
 
 from cqb import __version__
-from cqb.analysis.aggregate import Curve, atomic_write_text, write_table
+from cqb.analysis.aggregate import atomic_write_text, write_table
 from cqb.figures.candidates_plot import plot_leaderboard
 from cqb.pipeline.candidates import candidate_claims, leaderboard, policy_source, summary_markdown
 from cqb.sim.code_hash import simulation_code_hash
@@ -21,7 +21,7 @@ def main(smk):
         runs = {}
         for experiment, path in zip(benchmark.experiments, smk.input.runs):
             paper = read_runs_table(path)
-            mine = summarise_curves([Curve(*curve) for curve in smk.params.curves[experiment]], settings)
+            mine = summarise_curves(smk.params.curves[experiment], settings)
             # a candidate the experiment already runs: its rows come from its run files, once
             runs[experiment] = pd.concat([paper[~paper["policy"].isin(labels)], mine], ignore_index=True)
         hashes = {h for table in runs.values() for h in table["code_hash"] if h}

@@ -2,8 +2,9 @@
 reading of one claim (cqb.powered.evaluate_look) on the run files it reads."""
 
 import json
+from dataclasses import replace
 
-from cqb.analysis.aggregate import Curve, atomic_write_text
+from cqb.analysis.aggregate import atomic_write_text
 from cqb.analysis.powered import look_counts, run_files
 from cqb.analysis.summaries import SummarySettings, summarise_curves
 
@@ -20,7 +21,7 @@ def main(smk):
             paths = files[f"{unit[0]}@{unit[1]}"]
             if paths:
                 curve = by_unit[unit]
-                curves.append(Curve(curve.label, paths, curve.sweep_param, curve.sweep_text))
+                curves.append(replace(curve, seeds=(), files=tuple(paths)))  # seeds from the files
         runs = summarise_curves(curves, SummarySettings(**smk.params.summaries))
         from cqb.analysis.powered import evaluate_look
 

@@ -13,12 +13,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from cqb.analysis.curves import Curve
 from cqb.sim.runfile import save_run
 from cqb.sim.simulate import RunResult
 
 REPO = Path(__file__).resolve().parent.parent
 # What a run of the pipeline needs besides the installed package.
 WORKFLOW_FILES = ("Snakefile", "profiles", "workflow", "config", "scripts")
+
+
+def curve_of(label, files, sweep_param="", sweep_value=None) -> Curve:
+    """A curve of given run files (what the plan builds, without the run's parameters)."""
+    return Curve(label, sweep_param, None if sweep_value == "" else sweep_value, files=tuple(files))
 
 
 def fabricate_run(path, queue, oracle_queue, seed=0, policy="cqb_opt"):

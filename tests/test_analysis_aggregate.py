@@ -9,13 +9,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import fabricate_run
-from cqb.analysis.aggregate import (COLUMNS, Curve, aggregate_curves, curve_table, final_values, mean_sd_se, read_table,
+from conftest import curve_of, fabricate_run
+from cqb.analysis.aggregate import (COLUMNS, aggregate_curves, curve_table, final_values, mean_sd_se, read_table,
                            write_table)
 
 
 def curves_of(random_runs, reverse_files=False):
-    return [Curve(policy, list(reversed(files)) if reverse_files else files, "", "")
+    return [curve_of(policy, list(reversed(files)) if reverse_files else files, "", "")
             for policy, (files, _, _) in random_runs.items()]
 
 
@@ -40,7 +40,7 @@ def test_statistics_match_numpy(random_runs):
 
 def test_population_sd_when_asked(random_runs):
     files, queues, _ = random_runs["cqb_opt"]
-    table = aggregate_curves([Curve("cqb_opt", files)], ddof=0)
+    table = aggregate_curves([curve_of("cqb_opt", files)], ddof=0)
     np.testing.assert_allclose(table["queue_sd"], queues.std(axis=0), atol=1e-12)
 
 
@@ -65,8 +65,8 @@ def test_bytes_do_not_depend_on_file_order(random_runs, tmp_path):
 
 
 def test_table_round_trip(random_runs, tmp_path):
-    curves = [Curve("cqb_eps", random_runs["cqb_opt"][0], "slack", "0.05"),
-              Curve("cqb_eps", random_runs["random"][0], "slack", "0.1")]
+    curves = [curve_of("cqb_eps", random_runs["cqb_opt"][0], "slack", "0.05"),
+              curve_of("cqb_eps", random_runs["random"][0], "slack", "0.1")]
     table = aggregate_curves(curves)
     write_table(table, tmp_path / "t.tsv")
     back = read_table(tmp_path / "t.tsv")
@@ -81,7 +81,7 @@ def test_table_round_trip(random_runs, tmp_path):
 
 def test_single_seed_has_no_sd(tmp_path):
     path = fabricate_run(tmp_path / "seed0.npz", [0, 1, 2], [0, 0, 1])
-    table = aggregate_curves([Curve("random", [path])])
+    table = aggregate_curves([curve_of("random", [path])])
     assert table["queue_sd"].isna().all() and table["queue_se"].isna().all()
     np.testing.assert_array_equal(table["regret_mean"], [0, 1, 1])
     write_table(table, tmp_path / "t.tsv")
@@ -101,16 +101,16 @@ def test_mismatched_horizons_are_refused(tmp_path):
     a = fabricate_run(tmp_path / "a.npz", [0, 1, 2], [0, 0, 0], seed=0)
     b = fabricate_run(tmp_path / "b.npz", [0, 1], [0, 0], seed=1)
     with pytest.raises(ValueError, match="different horizons"):
-        aggregate_curves([Curve("random", [a, b])])
+        aggregate_curves([curve_of("random", [a, b])])
 
 
 def test_duplicate_seed_or_curve_is_refused(tmp_path):
     a = fabricate_run(tmp_path / "a.npz", [0, 1], [0, 0], seed=3)
     b = fabricate_run(tmp_path / "b.npz", [1, 1], [0, 0], seed=3)
     with pytest.raises(ValueError, match="same seed"):
-        aggregate_curves([Curve("random", [a, b])])
+        aggregate_curves([curve_of("random", [a, b])])
     with pytest.raises(ValueError, match="given twice"):
-        aggregate_curves([Curve("random", [a]), Curve("random", [b])])
+        aggregate_curves([curve_of("random", [a]), curve_of("random", [b])])
 
 
 def test_mean_sd_se_of_constant_columns():
@@ -157,7 +157,7 @@ def test_empty_input_is_refused_by_name():
 
 def test_curve_table_defaults_to_the_sample_sd(random_runs):
     files, queues, _ = random_runs["random"]
-    table = curve_table(Curve("random", files))
+    table = curve_table(curve_of("random", files))
     np.testing.assert_allclose(table["queue_sd"], queues.std(axis=0, ddof=1), atol=1e-12)
 
 
@@ -170,12 +170,12 @@ def test_queue_and_oracle_of_different_lengths_are_refused(tmp_path):
     a = fabricate_run(tmp_path / "a.npz", [0, 1, 2], [0, 0, 0], seed=0)
     b = fabricate_run(tmp_path / "b.npz", [0, 1, 2], [0, 0], seed=1)
     with pytest.raises(ValueError, match="different horizons"):
-        aggregate_curves([Curve("random", [a, b])])
+        aggregate_curves([curve_of("random", [a, b])])
 
 
 def test_numeric_looking_labels_round_trip_as_text(random_runs, tmp_path):
     files = random_runs["random"][0]
-    write_table(aggregate_curves([Curve("007", files, "010", "1e3")]), tmp_path / "t.tsv")
+    write_table(aggregate_curves([curve_of("007", files, "010", "1e3")]), tmp_path / "t.tsv")
     back = read_table(tmp_path / "t.tsv")
     assert back.loc[0, ["policy", "sweep_param", "sweep_value"]].tolist() == ["007", "010", "1e3"]
 

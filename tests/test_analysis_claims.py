@@ -7,12 +7,12 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from cqb.analysis.aggregate import Curve, write_table
+from cqb.analysis.aggregate import write_table
 from cqb.analysis.claims import (FAILS, HOLDS, INCONCLUSIVE, ClaimSpec, bootstrap_mean_interval,
                         claims_markdown, evaluate_claims)
 from cqb.analysis.summaries import (SummarySettings, binomial_interval, curve_summaries, late_slope,
                            read_runs_table, run_summary, summarise_curves)
-from conftest import fabricate_run
+from conftest import curve_of, fabricate_run
 
 
 # ----------------------------------------------------------------- run summaries
@@ -54,7 +54,7 @@ def test_curve_summaries_count_stalled_runs_and_name_their_seeds(tmp_path):
         queue = np.full(horizon, 3)
         queue[-10:] += tail
         files.append(fabricate_run(tmp_path / f"seed{seed}.npz", queue, np.full(horizon, 3), seed=seed))
-    runs = summarise_curves([Curve("cqb_opt", files)], SummarySettings(stall_threshold=5.0))
+    runs = summarise_curves([curve_of("cqb_opt", files)], SummarySettings(stall_threshold=5.0))
     table = curve_summaries(runs)
     row = table.iloc[0]
     assert (row["n_runs"], row["n_stalled"], row["stalled_seeds"]) == (5, 2, "2 4")
@@ -207,7 +207,7 @@ def test_instance_statistics_per_sweep_value_from_run_metadata(tmp_path):
                                                                  "accept_rate": 0.01 * (seed + 1),
                                                                  "measured_slack": 0.1}}))
             files.append(path)
-        curves.append(Curve("cqb_eps", files, "slack", slack))
+        curves.append(curve_of("cqb_eps", files, "slack", slack))
     stats_table = instance_statistics(summarise_curves(curves))
     assert stats_table["sweep_value"].tolist() == ["0.1", "0.15"]
     assert stats_table["theta_redraws_max"].tolist() == [3, 3]

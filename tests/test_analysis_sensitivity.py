@@ -16,7 +16,7 @@ from cqb.analysis.claims import FAILS, HOLDS, ClaimSpec
 from cqb.data.semisynthetic import build_pool_instance
 from cqb.data.variants import (ConstructionVariant, build_variant_instance, group_labels,
                                standardise_columns, variant_for_dataset)
-from cqb.pipeline.config_schema import ConfigError, validate_config
+from cqb.pipeline.config_schema import ConfigError, validate_config, validate_with_defaults
 from cqb.pipeline.experiments import build_plan
 from cqb.analysis.sensitivity import (Cell, cell_rows, grid_cells, render_summary, sensitivity_table)
 from cqb.pipeline.verdicts import claim_specs
@@ -200,13 +200,14 @@ def full_config():
     config.update(yaml.safe_load((REPO / "config" / "datasets.yaml").read_text()))
     schema = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
     validate_config(config, schema)
+    validate_with_defaults(config, yaml.safe_load((REPO / "workflow" / "schemas" / "datasets.schema.yaml").read_text()))
     return config
 
 
 def test_every_grid_cell_of_the_config_has_its_best_claim_and_uses_the_evaluation_seeds():
     config = full_config()
     plan = build_plan(config)
-    cells = grid_cells(config, plan, claim_specs(config, plan))
+    cells = grid_cells(plan.grid, plan, claim_specs(config, plan))
     assert {(c.dataset, c.column) for c in cells} >= {("mnist", "default"), ("coupon", "assumptions")}
     for c in cells:
         assert c.spec.metric == "mean_regret" and c.spec.policies[0].startswith("cqb_eps")
@@ -231,4 +232,4 @@ def test_a_grid_cell_without_its_claim_is_refused_by_name():
     config["claims"] = [c for c in config["claims"] if c["experiment"] != "coupon_coupon_drop"]
     plan = build_plan(config)
     with pytest.raises(ConfigError, match="coupon_coupon_drop has no `best` claim"):
-        grid_cells(config, plan, claim_specs(config, plan))
+        grid_cells(plan.grid, plan, claim_specs(config, plan))

@@ -7,8 +7,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from conftest import fabricate_run
-from cqb.analysis.aggregate import Curve, aggregate_curves, read_table, write_table
+from conftest import curve_of, fabricate_run
+from cqb.analysis.aggregate import aggregate_curves, read_table, write_table
 from cqb.pipeline.experiments import FigureSpec, Panel, PanelCurve
 from cqb.figures.plotting import figure_table, make_figure
 
@@ -25,7 +25,7 @@ def tables(tmp_path):
             oracle = rng.integers(0, 2, horizon)
             path = tmp_path / "runs" / f"{policy}{sweep_value}" / f"seed{seed}.npz"
             files.append(fabricate_run(path, queue, oracle, seed, policy))
-        return Curve(policy, files, sweep_param, sweep_value)
+        return curve_of(policy, files, sweep_param, sweep_value)
 
     base = aggregate_curves([curve("cqb_eps"), curve("random"), curve("oracle")])
     slack = aggregate_curves([curve(p, "slack", v) for p in ("cqb_eps", "cqb_opt") for v in ("0.05", "0.1")])
@@ -141,7 +141,7 @@ def test_long_curves_are_thinned_in_the_drawing_not_in_the_table(tmp_path):
     for p in ("a", "b", "c", "d", "e", "f", "g", "h"):
         files = [fabricate_run(tmp_path / p / f"seed{s}.npz", np.cumsum(rng.integers(0, 2, 5000)),
                                rng.integers(0, 3, 5000), s, p) for s in range(3)]
-        curves.append(Curve(p, files))
+        curves.append(curve_of(p, files))
     table = aggregate_curves(curves)
     spec = FigureSpec("big", "big", (Panel("all", "e", "", tuple(PanelCurve(p, "", p, p) for p in "abcdefgh")),))
     written = make_figure(spec, {"e": table}, pdf=tmp_path / "big.pdf", tsv=tmp_path / "big.tsv")

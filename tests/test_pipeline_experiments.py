@@ -252,3 +252,47 @@ def test_figure_centre_and_band_must_go_together():
         plan_of({"figures": {"f": {**fig, "center": "median"}}}, base=one_experiment())
     with pytest.raises(ConfigError, match=r"figures\.f\.band = 'iqr'.*mean"):
         plan_of({"figures": {"f": {**fig, "band": "iqr"}}}, base=one_experiment())
+
+
+# ---------------------------------------------------------------- Figure 5's experiments, Figure 7's cells
+
+
+def test_figure_5_has_a_panel_per_rates_experiment_in_config_order():
+    plan, _ = plan_of()
+    assert plan.rate_experiments == ("rates_horizons", "rates_servers9")
+    assert plan.rates_experiment == "rates_horizons"
+    plan, _ = plan_of({"rates": {"experiment": None}})
+    assert plan.rate_experiments == () and plan.rates_experiment is None
+
+
+@pytest.mark.parametrize("extra, needle", [
+    (["nope"], "rates.extra_experiments = 'nope': not an experiment"),
+    (["synthetic_base"], "rates.extra_experiments = 'synthetic_base': needs a horizon sweep"),
+    (["rates_servers9", "rates_servers9"], "rates.extra_experiments = 'rates_servers9': listed twice"),
+    (["rates_horizons"], "rates.extra_experiments = 'rates_horizons': listed twice"),
+])
+def test_a_bad_extra_rates_experiment_is_refused_by_name(extra, needle):
+    with pytest.raises(ConfigError, match=needle.replace(".", r"\.").replace("(", r"\(")):
+        plan_of({"rates": {"extra_experiments": extra}})
+
+
+DATASETS_SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "datasets.schema.yaml").read_text())
+DATASETS = yaml.safe_load((REPO / "config" / "datasets.yaml").read_text())
+
+
+def test_figure_7_cells_are_the_grid_columns_that_have_an_experiment():
+    from cqb.pipeline.config_schema import validate_with_defaults
+
+    config = merged(CONFIG, DATASETS)
+    validate_config(config, SCHEMA)
+    validate_with_defaults(config, DATASETS_SCHEMA)
+    grid = build_plan(config).grid
+    columns = [c["name"] for c in DATASETS["data"]["sensitivity"]["columns"]]
+    assert [cell.column for cell in grid] == sorted((cell.column for cell in grid), key=columns.index)
+    assert grid[0].experiment == "mnist" and grid[0].column == "default"  # the column `default` is Figure 4's
+    assert {cell.experiment for cell in grid} <= set(config["experiments"])
+    assert all(cell.experiment == f"{cell.dataset}_{cell.column}" for cell in grid if cell.column != "default")
+    # a column whose experiment the config lacks has no cell; without real-data settings, no grid
+    del config["experiments"]["coupon_C10"]
+    assert ("coupon", "C10") not in {(c.dataset, c.column) for c in build_plan(config).grid}
+    assert plan_of()[0].grid == ()

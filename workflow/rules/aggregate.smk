@@ -16,7 +16,7 @@ rule aggregate:
         runs=RUNS_TABLE,
         curves=CURVES_TABLE,
     params:
-        curves=lambda wildcards: aggregate_curves(wildcards.experiment),
+        curves=lambda wildcards: curves_with_files(PLAN.curves[wildcards.experiment]),
         ddof=config["aggregate"]["ddof"],
         float_format=config["aggregate"]["float_format"],
         summaries=config["summaries"],

@@ -8,10 +8,7 @@
 
 from cqb.pipeline.candidates import add_runs, benchmark_setup
 
-try:
-    CANDIDATE_BENCHMARK = benchmark_setup(config, PLAN)
-except ConfigError as error:
-    sys.exit(f"config error: {error}")
+CANDIDATE_BENCHMARK = or_config_error(benchmark_setup, config, PLAN)
 
 
 if CANDIDATE_BENCHMARK is not None:
@@ -33,8 +30,7 @@ if CANDIDATE_BENCHMARK is not None:
             png=f"{FIGURES}/candidates.png",
         params:
             benchmark=CANDIDATE_BENCHMARK,
-            curves={e: [(c.label, PLAN.run_files(c, RUN_FILE), c.sweep_param, c.sweep_text)
-                        for c in CANDIDATE_BENCHMARK.curves[e]] for e in CANDIDATE_BENCHMARK.experiments},
+            curves={e: curves_with_files(CANDIDATE_BENCHMARK.curves[e]) for e in CANDIDATE_BENCHMARK.experiments},
             summaries=config["summaries"],
             display_names=display_names(),
             float_format=config["aggregate"]["float_format"],

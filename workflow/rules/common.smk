@@ -12,7 +12,7 @@ from snakemake.utils import update_config
 
 try:
     from cqb.sim.code_hash import simulation_code_hash
-    from cqb.pipeline.config_schema import ConfigError, validate_config, yaml_scalars
+    from cqb.pipeline.config_schema import ConfigError, validate_config, validate_with_defaults, yaml_scalars
     from cqb.pipeline.experiments import build_plan
     from cqb.pipeline.scheduling import coalesce_rescheduling
     from cqb.pipeline.verdicts import claim_experiments, claim_specs, tuning_setup
@@ -20,18 +20,29 @@ except ImportError as error:  # the package must be installed: pip install -e .
     raise ImportError(f"the workflow needs the cqb package ({error}); run `pip install -e .`")
 
 
-def load_config():
-    """Validate the config (static schema + the part generated from the policy
-    registry, defaults filled in) and expand it into the plan; a bad value
-    stops the workflow with one line naming it."""
-    # nested --config values arrive as text ('0.1'): read them as YAML scalars
-    update_config(config, yaml_scalars(workflow.config_settings.config))
-    schema = yaml.safe_load(Path(workflow.basedir, "workflow/schemas/config.schema.yaml").read_text())
+def or_config_error(build, *args):
+    """``build(*args)``, or the workflow stops with one line naming the bad config value."""
     try:
-        validate_config(config, schema)
-        return build_plan(config)
+        return build(*args)
     except ConfigError as error:
         sys.exit(f"config error: {error}")
+
+
+def load_config():
+    """The config with the real-data settings, validated against both schemas
+    (static + the part generated from the policy registry; defaults filled in),
+    expanded into the plan; a bad value stops the workflow with one line naming it."""
+    # nested --config values arrive as text ('0.1'): read them as YAML scalars
+    update_config(config, yaml_scalars(workflow.config_settings.config))
+    load_datasets_config(Path(workflow.basedir, "config/datasets.yaml"))
+    schemas = Path(workflow.basedir, "workflow/schemas")
+
+    def validated_plan():
+        validate_config(config, yaml.safe_load((schemas / "config.schema.yaml").read_text()))
+        validate_with_defaults(config, yaml.safe_load((schemas / "datasets.schema.yaml").read_text()))
+        return build_plan(config)
+
+    return or_config_error(validated_plan)
 
 
 def load_datasets_config(path):
@@ -41,7 +52,7 @@ def load_datasets_config(path):
         return
     datasets_config = yaml.safe_load(path.read_text()) or {}
     update_config(datasets_config, {k: config[k] for k in datasets_config if k in config})
-    config.update(datasets_config)  # validated by workflow/rules/data.smk
+    config.update(datasets_config)
 
 
 envvars:
@@ -119,12 +130,9 @@ def instance_json(wildcards, input):
     return json.dumps(instance, sort_keys=True)
 
 
-def aggregate_curves(experiment):
-    """The curves of an experiment as cqb.analysis.aggregate reads them, in config order."""
-    from cqb.analysis.aggregate import Curve
-
-    return [Curve(curve.label, PLAN.run_files(curve, RUN_FILE), curve.sweep_param, curve.sweep_text)
-            for curve in PLAN.curves[experiment]]
+def curves_with_files(curves):
+    """The plan's curves with their run files (what cqb.analysis reads), in config order."""
+    return [curve.with_files(RUN_FILE) for curve in curves]
 
 
 def experiment_run_files(wildcards):

@@ -4,10 +4,7 @@ import os
 import re
 from pathlib import Path
 
-from snakemake.utils import validate
-
-validate(config, "../schemas/datasets.schema.yaml")
-
+# config["data"] is validated, defaults filled in, with the rest of the config (load_config in common.smk)
 DATA_CONFIG = config["data"]
 DATA_RAW = DATA_CONFIG["raw_dir"]
 DATA_PROCESSED = DATA_CONFIG["processed_dir"]

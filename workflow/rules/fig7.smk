@@ -3,15 +3,10 @@
 # ordinary experiment with its own `best` claim; this rule reads its per-run
 # summaries and its pool's report.json only.
 
-
-
 from cqb.analysis.sensitivity import grid_cells
 
 # the cells of the grid; a cell without its claim stops here, named
-try:
-    FIG7_CELLS = grid_cells(config, PLAN, CLAIM_SPECS)
-except ConfigError as error:
-    sys.exit(f"config error: {error}")
+FIG7_CELLS = or_config_error(grid_cells, PLAN.grid, PLAN, CLAIM_SPECS)
 
 
 rule fig7:
@@ -28,9 +23,9 @@ rule fig7:
     params:
         cells=FIG7_CELLS,
         datasets=list(config["data"]["datasets"]),
-        columns=config["data"].get("sensitivity", {}).get("columns", []),
-        slack_margin=config["data"].get("sensitivity", {}).get("slack_margin", 0.05),
-        title=config["data"].get("sensitivity", {}).get("title", "Figure 7"),
+        columns=config["data"]["sensitivity"]["columns"],
+        slack_margin=config["data"]["sensitivity"]["slack_margin"],
+        title=config["data"]["sensitivity"]["title"],
         float_format=config["aggregate"]["float_format"],
     log:
         f"{LOGS}/figures/fig7.log",

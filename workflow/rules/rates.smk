@@ -4,9 +4,9 @@
 # straight from the run files (the per-round tidy table would be huge at
 # T = 50000) and fits the slopes; `fig5` reads only its tables.
 
-from cqb.analysis.rates import rate_experiments, rate_runs
+from cqb.analysis.rates import rate_runs
 
-RATES_EXPERIMENTS = rate_experiments(config, PLAN)
+RATES_EXPERIMENTS = list(PLAN.rate_experiments)
 RATES_RUNS = rate_runs(PLAN, RATES_EXPERIMENTS, RUN_FILE)  # (experiment, label, T, seed, run file)
 RATES_TABLE = f"{RESULTS}/aggregate/regret_rates.tsv"
 SLOPES_TABLE = f"{RESULTS}/aggregate/regret_slopes.tsv"

@@ -15,13 +15,13 @@ import os
 import zipfile
 import zlib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from ..sim.runfile import atomic_write, load_run
+from .curves import Curve
 
 KEY_COLUMNS = ("policy", "sweep_param", "sweep_value", "t")
 STAT_COLUMNS = (
@@ -33,17 +33,6 @@ STAT_COLUMNS = (
 )
 COLUMNS = KEY_COLUMNS + STAT_COLUMNS + ("n_seeds",)
 DEFAULT_FLOAT_FORMAT = "%.6f"
-
-
-@dataclass
-class Curve:
-    """The runs of one policy label at one sweep value (one line in a figure)."""
-
-    policy: str
-    files: Sequence[str | Path]
-    sweep_param: str = ""
-    sweep_value: str = ""
-    seeds: list[int] = field(default_factory=list)
 
 
 def mean_sd_se(values: np.ndarray, ddof: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -105,9 +94,9 @@ def curve_table(curve: Curve, ddof: int = 1) -> pd.DataFrame:
     queue, oracle, _ = load_curve_runs(curve.files)
     n_seeds, horizon = queue.shape
     columns = {
-        "policy": curve.policy,
+        "policy": curve.label,
         "sweep_param": curve.sweep_param,
-        "sweep_value": curve.sweep_value,
+        "sweep_value": curve.sweep_text,
         "t": np.arange(1, horizon + 1, dtype=np.int64),
     }
     for name, values in (("queue", queue), ("oracle", oracle), ("regret", queue - oracle)):
@@ -122,12 +111,13 @@ def curve_table(curve: Curve, ddof: int = 1) -> pd.DataFrame:
 
 
 def aggregate_curves(curves: Sequence[Curve], ddof: int = 1) -> pd.DataFrame:
-    """The tidy table of an experiment, rows in the order of ``curves``."""
+    """The tidy table of an experiment, rows in the order of ``curves`` (each
+    with its run files: :meth:`cqb.analysis.curves.Curve.with_files`)."""
     if not curves:
         raise ValueError("no curves to aggregate")
     seen = set()
     for curve in curves:
-        key = (curve.policy, curve.sweep_value)
+        key = (curve.label, curve.sweep_text)
         if key in seen:
             raise ValueError(f"curve {key} given twice")
         seen.add(key)

@@ -301,25 +301,6 @@ def rates_figure_table(summary, slopes):
 # ---------------------------------------------------------------- the experiments Figure 5 draws
 
 
-def rate_experiments(config: Mapping, plan) -> list[str]:
-    """``rates.experiment`` (validated by the plan) then ``rates.extra_experiments``,
-    each a horizon-swept experiment; one panel of Figure 5 each."""
-    from ..errors import config_error
-
-    if plan.rates_experiment is None:
-        return []
-    names = [plan.rates_experiment]
-    for name in config["rates"].get("extra_experiments", []):
-        if name not in plan.curves:
-            config_error("rates.extra_experiments", name, f"not an experiment ({', '.join(plan.curves)})")
-        if plan.curves[name][0].sweep_param != "horizon":
-            config_error("rates.extra_experiments", name, "needs a horizon sweep (sweep: {horizon: [...]})")
-        if name in names:
-            config_error("rates.extra_experiments", name, "listed twice")
-        names.append(name)
-    return names
-
-
 def rate_runs(plan, experiments: list[str], run_file: str) -> list[tuple[str, str, int, int, str]]:
     """(experiment, label, T, seed, run file) of every run Figure 5 reads, in config order."""
     return [(name, curve.label, curve.horizon, seed, path) for name in experiments

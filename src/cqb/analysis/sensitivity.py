@@ -49,41 +49,33 @@ class Cell:
     norm_bound_kind: str = "shared"  # "per_server": server k's S_k = ‖θ*_k‖ (the report's theta_norms)
 
 
-def cell_experiment(dataset: str, column: str) -> str:
-    return dataset if column == "default" else f"{dataset}_{column}"
-
-
-def grid_cells(config: Mapping, plan, specs: Sequence[ClaimSpec]) -> list[Cell]:
-    """The cells of the grid of ``data.sensitivity`` that have an experiment;
-    each must have a ``best`` claim on its experiment (ConfigError otherwise)."""
-    data = config.get("data", {})
-    columns = data.get("sensitivity", {}).get("columns", [])
+def grid_cells(grid: Sequence, plan, specs: Sequence[ClaimSpec]) -> list[Cell]:
+    """The cells of the plan's grid (:class:`cqb.pipeline.experiments.GridCell`:
+    dataset, column, label, choice, experiment), each with the ``best`` claim
+    on its experiment (ConfigError when it has none) and what its runs are."""
     cells = []
-    for column in columns:
-        for dataset in data.get("datasets", {}):
-            experiment = cell_experiment(dataset, column["name"])
-            if experiment not in plan.curves:
-                continue
-            claimed = [s for s in specs if s.experiment == experiment and s.kind == "best"]
-            if not claimed:
-                raise ConfigError(f"invalid config value data.sensitivity.columns ({column['name']}): "
-                                  f"experiment {experiment} has no `best` claim in `claims`")
-            spec = claimed[0]
-            curves = plan.curves[experiment]
-            instance = curves[0].instance
-            if instance.get("kind") != "pool":
-                raise ConfigError(f"invalid config value experiments.{experiment}.instance: "
-                                  "a grid cell needs a pool instance")
-            by_label = {curve.base_label: curve for curve in curves}
-            cells.append(Cell(
-                dataset=dataset, column=column["name"], column_label=column["label"],
-                choice=column["choice"], experiment=experiment,
-                report=str(Path(instance["pool"]).with_name("report.json")),
-                arrival_rate=float(instance["arrival_rate"]), horizon=int(curves[0].horizon),
-                norm_bound=by_label[spec.policies[0]].params.get("norm_bound"),
-                norm_bound_kind=by_label[spec.policies[0]].params.get("norm_bound_kind", "shared"),
-                policies=tuple((c.base_label, c.policy) for c in curves if c.policy != "oracle"),
-                spec=spec))
+    for grid_cell in grid:
+        experiment = grid_cell.experiment
+        claimed = [s for s in specs if s.experiment == experiment and s.kind == "best"]
+        if not claimed:
+            raise ConfigError(f"invalid config value data.sensitivity.columns ({grid_cell.column}): "
+                              f"experiment {experiment} has no `best` claim in `claims`")
+        spec = claimed[0]
+        curves = plan.curves[experiment]
+        instance = curves[0].instance
+        if instance.get("kind") != "pool":
+            raise ConfigError(f"invalid config value experiments.{experiment}.instance: "
+                              "a grid cell needs a pool instance")
+        by_label = {curve.base_label: curve for curve in curves}
+        cells.append(Cell(
+            dataset=grid_cell.dataset, column=grid_cell.column, column_label=grid_cell.label,
+            choice=grid_cell.choice, experiment=experiment,
+            report=str(Path(instance["pool"]).with_name("report.json")),
+            arrival_rate=float(instance["arrival_rate"]), horizon=int(curves[0].horizon),
+            norm_bound=by_label[spec.policies[0]].params.get("norm_bound"),
+            norm_bound_kind=by_label[spec.policies[0]].params.get("norm_bound_kind", "shared"),
+            policies=tuple((c.base_label, c.policy) for c in curves if c.policy != "oracle"),
+            spec=spec))
     return cells
 
 

@@ -28,7 +28,8 @@ import numpy as np
 import pandas as pd
 
 from ..dataclass_schema import parameter_fields
-from .aggregate import Curve, load_curve_runs
+from .aggregate import load_curve_runs
+from .curves import Curve
 
 
 @dataclass(frozen=True)
@@ -124,8 +125,8 @@ def summarise_curves(curves: Sequence[Curve], settings: SummarySettings = Summar
             if seed is None:
                 seed = curve.seeds[index] if curve.seeds else index
             instance = meta.get("instance") or {}
-            rows.append({"policy": curve.policy, "sweep_param": curve.sweep_param,
-                         "sweep_value": curve.sweep_value, "seed": int(seed),
+            rows.append({"policy": curve.label, "sweep_param": curve.sweep_param,
+                         "sweep_value": curve.sweep_text, "seed": int(seed),
                          **run_summary(queue, oracle, settings, final_phase_start(meta)),
                          **{key: _number(instance.get(key)) for key in INSTANCE_COLUMNS},
                          "code_hash": meta.get("code_hash", "")})

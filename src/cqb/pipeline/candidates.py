@@ -82,10 +82,10 @@ def _registry():
 def candidate_list(config: Mapping) -> list[Candidate]:
     """The ``candidates`` of the config, each a registered policy or a
     ``policy_variants`` label (ConfigError naming the first bad value)."""
-    variants = config.get("policy_variants", {})
+    variants = config["policy_variants"]
     registry = None
     candidates = []
-    for label in config.get("candidates", []):
+    for label in config["candidates"]:
         if label in variants:
             policy = variants[label]["policy"]
             display = variants[label].get("display", label)
@@ -114,10 +114,10 @@ def _candidate_curves(config: Mapping, plan, experiment: str, candidate: Candida
         return own
     derived = copy.deepcopy(dict(config))
     entry = derived["experiments"][experiment]
-    is_variant = candidate.label in config.get("policy_variants", {})
+    is_variant = candidate.label in config["policy_variants"]
     entry["policies"] = [] if is_variant else [candidate.label]
     entry["variants"] = [candidate.label] if is_variant else []
-    entry["policy_params"] = {k: v for k, v in entry.get("policy_params", {}).items() if k == candidate.label}
+    entry["policy_params"] = {k: v for k, v in entry["policy_params"].items() if k == candidate.label}
     return expand_experiment(derived, experiment)
 
 
@@ -128,9 +128,9 @@ def benchmark_setup(config: Mapping, plan) -> Benchmark | None:
     candidates = candidate_list(config)
     if not candidates:
         return None
-    settings = config.get("candidate_benchmark", {})
-    experiments = tuple(settings.get("experiments", ()))
-    baselines = tuple(settings.get("baselines", ("cqb_eps", "cqb_opt")))
+    settings = config["candidate_benchmark"]
+    experiments = tuple(settings["experiments"])
+    baselines = tuple(settings["baselines"])
     if not experiments:
         config_error("candidate_benchmark.experiments", [], "no experiment to run the candidates on")
     for name in experiments:
@@ -148,8 +148,8 @@ def benchmark_setup(config: Mapping, plan) -> Benchmark | None:
     curves = {name: [curve for candidate in candidates
                      for curve in _candidate_curves(config, plan, name, candidate)] for name in experiments}
     runs = new_runs(plan.runs, curves)
-    return Benchmark(tuple(candidates), experiments, baselines, settings.get("metric", "mean_regret"),
-                     curves, runs, settings.get("title", "Candidate benchmark"))
+    return Benchmark(tuple(candidates), experiments, baselines, settings["metric"],
+                     curves, runs, settings["title"])
 
 
 def new_runs(existing: Mapping, curves: Mapping[str, Sequence[Curve]]) -> dict:

@@ -69,8 +69,16 @@ def config_schema(static_schema: Mapping) -> dict:
 
 
 def validate_config(config: dict, static_schema: Mapping) -> None:
-    """Check ``config`` against the schema and fill in the schema's defaults
-    (in place). Raises ConfigError naming the first bad key and value."""
+    """Check ``config`` against the schema (its generated parts filled in) and
+    fill in the schema's defaults (in place). Raises ConfigError naming the
+    first bad key and value."""
+    validate_with_defaults(config, config_schema(static_schema))
+
+
+def validate_with_defaults(config: dict, schema: Mapping) -> None:
+    """Check ``config`` against ``schema`` and fill in its defaults (in place),
+    at every depth; ConfigError names the first bad key and value. (The real-data
+    settings, workflow/schemas/datasets.schema.yaml, go through here as they are.)"""
     import jsonschema
     from jsonschema import validators
 
@@ -84,7 +92,6 @@ def validate_config(config: dict, static_schema: Mapping) -> None:
                     instance.setdefault(key, copy.deepcopy(subschema["default"]))
         yield from check_properties(validator, properties, instance, schema)
 
-    schema = config_schema(static_schema)
     filling = validators.extend(base, {"properties": properties_with_defaults})(schema)
     error = jsonschema.exceptions.best_match(filling.iter_errors(config))
     if error is None:

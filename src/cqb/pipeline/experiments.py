@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from ..analysis.curves import Curve, format_value  # noqa: F401 (the plan's curves; format_value re-exported)
 from ..dataclass_schema import parameter_fields
 from ..errors import ConfigError, config_error
 from .config_schema import SWEPT_INSTANCE_KEYS, _registry
@@ -36,14 +37,6 @@ INSTANCE_KEY_TAGS = dict(zip(SWEPT_INSTANCE_KEYS, ("K", "d", "lam", "eps", "acc"
 SWEEP_SYMBOLS = {"slack": "ϵ", "n_servers": "K", "dim": "d", "arrival_rate": "λ",
                  "bonus_scale": "c_β", "horizon": "T"}
 RESERVED_TABLES = ("regret_rates", "regret_slopes")  # Figure 5's tables beside the experiments'
-
-
-def format_value(value) -> str:
-    """A number as it appears in file names and tables: 0.7 → '0.7', 5.0 → '5'."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return str(value)
-    text = repr(value)
-    return text[:-2] if text.endswith(".0") else text
 
 
 def instance_id(spec: Mapping) -> str:
@@ -71,32 +64,6 @@ class Run:
     instance: dict
     seeds: tuple[int, ...]
     experiments: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Curve:
-    """A policy label at one sweep value within an experiment, over its seeds."""
-
-    experiment: str
-    label: str  # the run label, e.g. cqb_opt.bonus_scale0.1
-    base_label: str  # the label in the config, e.g. cqb_opt
-    policy: str
-    display: str
-    params: dict
-    instance: dict
-    instance_id: str
-    horizon: int
-    sweep_param: str  # "" without a sweep
-    sweep_value: object  # None without a sweep
-    seeds: tuple[int, ...]
-
-    @property
-    def sweep_text(self) -> str:
-        return "" if self.sweep_value is None else format_value(self.sweep_value)
-
-    @property
-    def run_key(self) -> tuple[str, str, str]:
-        return self.instance_id, str(self.horizon), self.label
 
 
 @dataclass(frozen=True)
@@ -140,17 +107,33 @@ class FigureSpec:
 
 
 @dataclass(frozen=True)
+class GridCell:
+    """One (dataset, construction column) of Figure 7's grid that has its experiment."""
+
+    dataset: str
+    column: str  # data.sensitivity.columns[].name
+    label: str
+    choice: str  # which open choice the column varies
+    experiment: str  # <dataset> for the column `default`, else <dataset>_<column>
+
+
+@dataclass(frozen=True)
 class Plan:
     """Everything the workflow runs and draws, from one config."""
 
     runs: dict  # Curve.run_key → Run
     curves: dict  # experiment → [Curve] in config order
     figures: dict  # figure name → FigureSpec
-    rates_experiment: str | None
+    rate_experiments: tuple[str, ...]  # Figure 5's panels: rates.experiment, then extra_experiments
+    grid: tuple[GridCell, ...]  # Figure 7's cells, column by column
+
+    @property
+    def rates_experiment(self) -> str | None:
+        """The experiment of Figure 5's first panel (None: no Figure 5)."""
+        return self.rate_experiments[0] if self.rate_experiments else None
 
     def run_files(self, curve: Curve, run_file: str) -> list[str]:
-        return [run_file.format(instance_id=curve.instance_id, horizon=curve.horizon,
-                                policy=curve.label, seed=seed) for seed in curve.seeds]
+        return list(curve.with_files(run_file).files)
 
     def rates_runs(self, run_file: str) -> list[tuple[str, int, int, str]]:
         """(label, T, seed, run file) of every run of the rates experiment, in config order."""
@@ -258,9 +241,10 @@ def expand_experiment(config: Mapping, name: str) -> list[Curve]:
                              instance["arrival_rate"] + instance["slack"],
                              "must be < 1 (no service probability reaches it)")
             first = experiment["first_seed"]
-            curves.append(Curve(name, run_label, label, policy, display, run_params, instance,
-                                instance_id(instance), horizon, sweep_param, value,
-                                tuple(range(first, first + n_seeds))))
+            curves.append(Curve(label=run_label, sweep_param=sweep_param, sweep_value=value,
+                                seeds=tuple(range(first, first + n_seeds)), experiment=name,
+                                base_label=label, policy=policy, display=display, params=run_params,
+                                instance=instance, instance_id=instance_id(instance), horizon=horizon))
     return curves
 
 
@@ -342,24 +326,48 @@ def figure_spec(config: Mapping, curves: dict, figure_name: str) -> FigureSpec:
                       figure["panel_width"], figure["panel_height"], figure["dpi"], center)
 
 
-def check_rates(config: Mapping, curves: dict) -> str | None:
-    """The experiment Figure 5 summarises (None: no Figure 5)."""
+def check_rates(config: Mapping, curves: dict) -> tuple[str, ...]:
+    """The experiments Figure 5 summarises, one panel each (none: no Figure 5):
+    ``rates.experiment`` then ``rates.extra_experiments``, each horizon-swept."""
     for reserved in RESERVED_TABLES:
         if reserved in config["experiments"]:  # its tidy table would be Figure 5's table
             config_error("experiments", reserved, "reserved for Figure 5's tables; rename the experiment")
-    name = config["rates"]["experiment"]
-    if name is None:
-        return None
-    if name not in curves:
-        config_error("rates.experiment", name, f"not an experiment ({', '.join(curves)})")
-    if curves[name][0].sweep_param != "horizon":
-        config_error("rates.experiment", name, "needs a horizon sweep (sweep: {horizon: [...]})")
-    return name
+    rates = config["rates"]
+    if rates["experiment"] is None:
+        return ()
+    names = []
+    for key, name in [("rates.experiment", rates["experiment"])] + [
+            ("rates.extra_experiments", extra) for extra in rates["extra_experiments"]]:
+        if name not in curves:
+            config_error(key, name, f"not an experiment ({', '.join(curves)})")
+        if curves[name][0].sweep_param != "horizon":
+            config_error(key, name, "needs a horizon sweep (sweep: {horizon: [...]})")
+        if name in names:
+            config_error(key, name, "listed twice")
+        names.append(name)
+    return tuple(names)
+
+
+def cell_experiment(dataset: str, column: str) -> str:
+    return dataset if column == "default" else f"{dataset}_{column}"
+
+
+def grid_cells(config: Mapping, curves: dict) -> tuple[GridCell, ...]:
+    """Figure 7's cells: every (column of ``data.sensitivity``, dataset) whose
+    experiment the config has, column by column (none without real-data settings)."""
+    if "data" not in config:
+        return ()
+    data = config["data"]
+    return tuple(GridCell(dataset, column["name"], column["label"], column["choice"],
+                          cell_experiment(dataset, column["name"]))
+                 for column in data["sensitivity"]["columns"] for dataset in data["datasets"]
+                 if cell_experiment(dataset, column["name"]) in curves)
 
 
 def build_plan(config: Mapping) -> Plan:
-    """Runs, curves and figure specs of a validated config (see validate_config)."""
+    """Runs, curves, figure specs, Figure 5's experiments and Figure 7's cells
+    of a validated config (see validate_config: every default is the schema's)."""
     curves = {name: expand_experiment(config, name) for name in config["experiments"]}
     runs = collect_runs(curves)
     figures = {name: figure_spec(config, curves, name) for name in config["figures"]}
-    return Plan(runs, curves, figures, check_rates(config, curves))
+    return Plan(runs, curves, figures, check_rates(config, curves), grid_cells(config, curves))
