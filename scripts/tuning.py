@@ -6,26 +6,11 @@ import sys
 
 import pandas as pd
 
-from cqb.analysis.aggregate import Curve, write_table
+from cqb.analysis.aggregate import write_table
+from cqb.analysis.summaries import SummarySettings, read_runs_table
+from cqb.analysis.tuning import choices, mismatches, stage2_table, tuning_table
 from cqb.figures.plotting import save_figure
-from cqb.analysis.summaries import SummarySettings, read_runs_table, summarise_curves
-from cqb.analysis.tuning import TABLE_COLUMNS, choices, mismatches, stage2_choices, tuning_table
 from cqb.figures.tuning_plot import plot_tuning
-
-
-def stage2_table(smk):
-    """The stage-2 table (or an empty one without a second stage)."""
-    if not smk.input.get("contenders"):
-        return pd.DataFrame(columns=list(TABLE_COLUMNS) + ["safe"])
-    chosen = pd.read_csv(smk.input.contenders, sep="\t", dtype=str)
-    stage1 = pd.concat([read_runs_table(path) for path in smk.input.runs], ignore_index=True)
-    sweep = dict(zip(stage1["policy"], zip(stage1["sweep_param"], stage1["sweep_value"])))
-    files = list(smk.input.stage2)
-    per_label = len(files) // len(chosen)
-    curves = [Curve(label, files[i * per_label:(i + 1) * per_label], *sweep[label])
-              for i, label in enumerate(chosen["label"])]
-    runs = summarise_curves(curves, SummarySettings(**smk.params.summaries))
-    return stage2_choices(tuning_table(runs), smk.params.stall_bound)
 
 
 def main(smk):
@@ -33,7 +18,10 @@ def main(smk):
         runs = pd.concat([read_runs_table(path) for path in smk.input.runs], ignore_index=True)
         table = tuning_table(runs)
         write_table(table, smk.output.table, smk.params.float_format)
-        second = stage2_table(smk)
+        contenders = (pd.read_csv(smk.input.contenders, sep="\t", dtype=str)["label"].tolist()
+                      if smk.input.get("contenders") else None)
+        second = stage2_table(contenders, runs, list(smk.input.stage2), SummarySettings(**smk.params.summaries),
+                              smk.params.stall_bound)
         write_table(second, smk.output.stage2, smk.params.float_format)
         if len(second):
             # the stage-1 star marks the powered choice too

@@ -692,3 +692,24 @@ def test_fit_slope_keeps_the_interval_when_exactly_half_the_draws_are_usable(mon
     monkeypatch.setattr(rates, "bootstrap_converged_means", fake_draws(1))
     fit = rates.fit_slope(by_horizon, bootstrap=5)
     assert fit["bootstrap_kept"] == 1 and np.isnan(fit["ci_low"]) and np.isnan(fit["ci_high"])
+
+
+def test_rate_runs_are_read_through_the_run_file_format(tmp_path):
+    from cqb.analysis.rates import read_rate_runs
+    from cqb.sim.runfile import save_run
+    from cqb.sim.simulate import RunResult
+
+    queue = np.arange(10, dtype=np.int64)
+    path = tmp_path / "seed3.npz"
+    save_run(path, RunResult(queue=queue, oracle_queue=np.zeros(10, np.int64), gap=np.zeros(10),
+                             explored=np.zeros(10, bool),
+                             metadata={"seed": 3, "horizon": 10, "policy_params": {"cutoff": 4}}))
+    (row,) = read_rate_runs([("base", "cqb_eps", 10, 3)], [path])
+    assert row[:4] == ("base", "cqb_eps", 10, 3) and row[4].tolist() == queue.tolist() and row[6] == 4
+    assert rate_run_rows([row])[0]["tail_regret"] == 9.0
+    broken = tmp_path / "seed4.npz"
+    broken.write_bytes(path.read_bytes()[:50])  # a truncated copy: one line naming the file
+    with pytest.raises(ValueError, match="seed4.npz is not a readable run file"):
+        list(read_rate_runs([("base", "cqb_eps", 10, 4)], [broken]))
+    with pytest.raises(ValueError):  # a run without its file
+        list(read_rate_runs([("base", "cqb_eps", 10, 3), ("base", "cqb_eps", 10, 4)], [path]))

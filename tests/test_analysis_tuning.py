@@ -68,3 +68,53 @@ def test_tuning_figure_has_a_regret_and_a_stall_panel_per_parameter():
                                ("cqb_opt.bonus_scale0.1", "0.1"): [(2.0, True)] * 2}))
     figure = plot_tuning(table, {"cqb_opt": "CQB-Opt"})
     assert len(figure.axes) == 2
+
+
+# ---------------------------------------------------------------- the second stage from its run files
+
+
+def stage2_files(tmp_path, per_label):
+    """Fabricated stage-2 run files under …/<label>/seed<N>.npz: {label: [(seed, regret level)]}."""
+    from conftest import fabricate_run
+
+    files = []
+    for label, seeds in per_label.items():
+        for seed, level in seeds:
+            queue = [level + 1] * 20
+            files.append(str(fabricate_run(tmp_path / "runs" / "inst" / "T20" / label / f"seed{seed}.npz",
+                                           queue, [1] * 20, seed, label)))
+    return files
+
+
+STAGE1 = runs({("cqb_opt.bonus_scale0.01", "0.01"): [(0.5, False)], ("cqb_opt", "0.03"): [(0.6, False)],
+               ("cqb_opt.bonus_scale0.1", "0.1"): [(0.9, False)]})
+
+
+def test_stage2_files_go_to_their_contender_whatever_their_order(tmp_path):
+    from cqb.analysis.summaries import SummarySettings
+    from cqb.analysis.tuning import stage2_curves, stage2_table
+
+    files = stage2_files(tmp_path, {"cqb_opt": [(40000, 0), (40001, 0), (40002, 0)],
+                                    "cqb_opt.bonus_scale0.01": [(40000, 3), (40001, 3), (40002, 3)]})
+    labels = ["cqb_opt.bonus_scale0.01", "cqb_opt"]
+    curves = stage2_curves(labels, STAGE1, files[::-1])  # interleaved or reversed: the same curves
+    assert [(c.label, c.sweep_text, c.seeds) for c in curves] == [
+        ("cqb_opt.bonus_scale0.01", "0.01", (40000, 40001, 40002)), ("cqb_opt", "0.03", (40000, 40001, 40002))]
+    assert all(f"/{c.label}/" in path for c in curves for path in c.files)
+    settings = SummarySettings(stall_threshold=5.0)
+    table = stage2_table(labels, STAGE1, files[::-1], settings, stall_bound=0.5)
+    assert table.equals(stage2_table(labels, STAGE1, files, settings, stall_bound=0.5))
+    # the contender with no regret wins, though an unequal split by position would have mixed them
+    assert table.loc[table["chosen"], "value"].tolist() == ["0.03"]
+    assert table["n_runs"].tolist() == [3, 3]
+    assert stage2_table(None, STAGE1, [], settings, 0.5).empty
+
+
+def test_a_stage2_file_of_no_contender_or_a_contender_without_files_is_refused(tmp_path):
+    from cqb.analysis.tuning import stage2_curves
+
+    files = stage2_files(tmp_path, {"cqb_opt": [(40000, 0)], "cqb_opt.bonus_scale0.1": [(40000, 0)]})
+    with pytest.raises(ValueError, match="not …/<contender label>/seed<N>.npz of a contender"):
+        stage2_curves(["cqb_opt"], STAGE1, files)
+    with pytest.raises(ValueError, match="contender cqb_opt.bonus_scale0.01 has no stage-2 run files"):
+        stage2_curves(["cqb_opt", "cqb_opt.bonus_scale0.1", "cqb_opt.bonus_scale0.01"], STAGE1, files)

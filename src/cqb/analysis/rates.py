@@ -28,7 +28,8 @@ from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 
-from .summaries import SummarySettings, binomial_interval, run_summary
+from .aggregate import read_run_file
+from .summaries import SummarySettings, binomial_interval, final_phase_start, run_summary
 
 Z95 = 1.959963984540054
 
@@ -62,6 +63,15 @@ def reference_slope(policy: str, horizons) -> float:
 
 
 # ---------------------------------------------------------------- per-run values
+
+
+def read_rate_runs(runs: Iterable, files: Iterable) -> Iterable[tuple]:
+    """What :func:`rate_run_rows` takes, from the run files: ``runs`` yields
+    (experiment, policy label, T, seed), ``files`` the run file of each."""
+    for (experiment, label, horizon, seed), path in zip(runs, files, strict=True):
+        run = read_run_file(path)
+        yield (experiment, label, horizon, seed, run["queue"], run["oracle_queue"],
+               final_phase_start(run["metadata"]))
 
 
 def rate_run_rows(runs: Iterable, settings: SummarySettings = SummarySettings()) -> list[dict]:

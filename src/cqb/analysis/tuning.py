@@ -33,12 +33,15 @@ same rule for every policy, baselines included:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from .claims import bootstrap_mean_interval
-from .summaries import binomial_interval
+from .curves import Curve
+from .summaries import SummarySettings, binomial_interval, summarise_curves
 
 TABLE_COLUMNS = ("policy", "parameter", "value", "n_runs", "n_stalled", "stall_ci_low", "stall_ci_high",
                  "stalled_seeds", "mean_regret", "mean_regret_ci_low", "mean_regret_ci_high",
@@ -116,6 +119,44 @@ def stage2_choices(table: pd.DataFrame, stall_bound: float) -> pd.DataFrame:
                                               pool.at[i, "mean_regret"]))
         table.loc[best, "chosen"] = True
     return table
+
+
+def stage2_curves(labels: Sequence[str], stage1_runs: pd.DataFrame, files: Sequence[str]) -> list[Curve]:
+    """The stage-2 curves: each contender's run label with its stage-2 run
+    files, at its stage-1 sweep value. A file is matched to its label by the
+    workflow's run-file layout (``…/{label}/seed{seed}.npz``), not by its
+    position; every file must belong to a contender and every contender must
+    have files (ValueError otherwise)."""
+    stage1_runs = stage1_runs.drop_duplicates("policy")
+    sweep = dict(zip(stage1_runs["policy"], zip(stage1_runs["sweep_param"], stage1_runs["sweep_value"])))
+    by_label: dict[str, list[tuple[int, str]]] = {label: [] for label in labels}
+    for path in files:
+        label, name = Path(path).parent.name, Path(path).stem
+        if label not in by_label or not name.startswith("seed") or not name[len("seed"):].isdigit():
+            raise ValueError(f"stage-2 run file {path} is not …/<contender label>/seed<N>.npz "
+                             f"of a contender ({', '.join(labels)})")
+        by_label[label].append((int(name[len("seed"):]), str(path)))
+    curves = []
+    for label, seeded in by_label.items():
+        if not seeded:
+            raise ValueError(f"contender {label} has no stage-2 run files")
+        if label not in sweep:
+            raise ValueError(f"contender {label} is not a stage-1 label")
+        seeded.sort()
+        sweep_param, sweep_value = sweep[label]
+        curves.append(Curve(label, sweep_param, sweep_value, seeds=tuple(s for s, _ in seeded),
+                            files=tuple(path for _, path in seeded)))
+    return curves
+
+
+def stage2_table(contender_labels: Sequence[str] | None, stage1_runs: pd.DataFrame, files: Sequence[str],
+                 settings: SummarySettings, stall_bound: float) -> pd.DataFrame:
+    """The stage-2 table of :func:`stage2_choices` from the contenders' run
+    files (an empty table without a second stage: ``contender_labels`` None)."""
+    if contender_labels is None:
+        return pd.DataFrame(columns=list(TABLE_COLUMNS) + ["safe"])
+    runs = summarise_curves(stage2_curves(contender_labels, stage1_runs, files), settings)
+    return stage2_choices(tuning_table(runs), stall_bound)
 
 
 def choices(table: pd.DataFrame) -> pd.DataFrame:
