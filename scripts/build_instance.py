@@ -10,7 +10,7 @@ import logging
 import time
 
 from cqb.data import build_pool_instance, load_features, save_pool
-from cqb.analysis.aggregate import atomic_write_text
+from cqb.io.files import atomic_write_text
 
 logging.basicConfig(filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s")
 started = time.perf_counter()

@@ -11,7 +11,7 @@ import sys
 import time
 
 from cqb.data import load_features, save_pool
-from cqb.analysis.aggregate import atomic_write_text
+from cqb.io.files import atomic_write_text
 from cqb.data.variants import build_variant_instance, variant_for_dataset
 
 logging.basicConfig(filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s")

@@ -5,7 +5,8 @@ and the candidates' run files."""
 import pandas as pd
 
 from cqb import __version__
-from cqb.analysis.aggregate import atomic_write_text, write_table
+from cqb.analysis.aggregate import write_table
+from cqb.io.files import atomic_write_text
 from cqb.figures.candidates_plot import plot_leaderboard
 from cqb.pipeline.candidates import candidate_claims, leaderboard, policy_source, summary_markdown
 from cqb.sim.code_hash import simulation_code_hash

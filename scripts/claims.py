@@ -9,7 +9,7 @@ from cqb import __version__
 from cqb.analysis.aggregate import write_table
 from cqb.analysis.claims import HOLDS, FAILS, claims_markdown, evaluate_claims, with_powered
 from cqb.sim.code_hash import simulation_code_hash
-from cqb.analysis.aggregate import atomic_write_text
+from cqb.io.files import atomic_write_text
 from cqb.pipeline.results import markdown_table, provenance, provenance_line, results_summary
 from cqb.analysis.summaries import instance_statistics, read_curves_table, read_runs_table
 from cqb.analysis.tuning import mismatches

@@ -4,7 +4,7 @@ experiment), its data table, the slope table and the rendered summary."""
 import pandas as pd
 
 from cqb.analysis.aggregate import write_table
-from cqb.analysis.aggregate import atomic_write_text
+from cqb.io.files import atomic_write_text
 from cqb.figures.plotting import POLICY_COLOURS, save_figure
 from cqb.policies import DISPLAY_NAMES
 from cqb.analysis.rates import rates_figure_table

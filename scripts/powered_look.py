@@ -4,7 +4,7 @@ reading of one claim (cqb.powered.evaluate_look) on the run files it reads."""
 import json
 from dataclasses import replace
 
-from cqb.analysis.aggregate import atomic_write_text
+from cqb.io.files import atomic_write_text
 from cqb.analysis.powered import look_counts, run_files
 from cqb.analysis.summaries import SummarySettings, summarise_curves
 

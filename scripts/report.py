@@ -3,7 +3,7 @@
 import json
 from pathlib import Path
 
-from cqb.analysis.aggregate import atomic_write_text
+from cqb.io.files import atomic_write_text
 from cqb.pipeline.report import read_claims, report_html
 from cqb.pipeline.results import provenance_line
 

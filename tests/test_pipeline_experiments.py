@@ -296,3 +296,10 @@ def test_figure_7_cells_are_the_grid_columns_that_have_an_experiment():
     del config["experiments"]["coupon_C10"]
     assert ("coupon", "C10") not in {(c.dataset, c.column) for c in build_plan(config).grid}
     assert plan_of()[0].grid == ()
+
+
+def test_the_base_instance_is_the_configs():
+    # the benchmarks and tests use BASE_INSTANCE; the figures run the config's: one and the same
+    from cqb.pipeline.experiments import BASE_INSTANCE
+
+    assert CONFIG["experiments"]["synthetic_base"]["instance"] == BASE_INSTANCE

@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 from sklearn.linear_model import LogisticRegression
 
+from cqb.pipeline.experiments import BASE_INSTANCE
 from cqb.sim.estimation import (EstimatorConfig, LogisticEstimator, confidence_width, filippi_projection,
                             fit_logistic)
 
@@ -263,7 +264,7 @@ def _captured_projections(policy, horizon, seed, spec=None):
 
     estimation.slsqp_in_ball = capture
     try:
-        simulate(spec or {"kind": "synthetic", "n_servers": 5, "dim": 5, "arrival_rate": 0.7, "slack": 0.1},
+        simulate(spec or BASE_INSTANCE,
                  policy, None, horizon, seed)
     finally:
         estimation.slsqp_in_ball = real

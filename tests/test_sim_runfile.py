@@ -72,7 +72,7 @@ def _write_instance(path):
 
 
 def _write_report(path):
-    from cqb.analysis.aggregate import atomic_write_text
+    from cqb.io.files import atomic_write_text
 
     atomic_write_text(path, "{}\n")
 

@@ -10,12 +10,13 @@ from cqb.policies import POLICIES, PolicyEnv, make_policy
 from cqb.sim.policies.registry import BUILTIN_ORDER
 from cqb.sim.rng import STREAM_NAMES, seed_streams, stream
 from cqb.sim.simulate import RunResult, draw_trace, policy_env, run_policy, simulate
+from cqb.pipeline.experiments import BASE_INSTANCE
 
 # The built-in policies, not sorted(POLICIES): listing the registry at collection
 # would load (and test) whatever plugins the environment has installed.
 BUILTIN_POLICIES = sorted(BUILTIN_ORDER)
 
-BASE = {"kind": "synthetic", "n_servers": 5, "dim": 5, "arrival_rate": 0.7, "slack": 0.1}
+BASE = BASE_INSTANCE
 SMALL = {"kind": "synthetic", "n_servers": 3, "dim": 3, "arrival_rate": 0.6, "slack": 0.15}
 
 

@@ -42,9 +42,10 @@ import time
 from pathlib import Path
 
 from cqb import run_client
+from cqb.pipeline.experiments import BASE_INSTANCE
 from cqb.pipeline.results import children_cpu
 
-SPEC = {"kind": "synthetic", "n_servers": 5, "dim": 5, "arrival_rate": 0.7, "slack": 0.1}
+SPEC = BASE_INSTANCE
 FIRST_SEED = 700_000  # no experiment's
 TICK = os.sysconf("SC_CLK_TCK")
 

@@ -26,9 +26,9 @@ import sys
 from pathlib import Path
 
 from cqb.cli import BLAS_THREAD_VARIABLES
+from cqb.pipeline.experiments import BASE_INSTANCE
 
-BASE_INSTANCE = {"kind": "synthetic", "n_servers": 5, "dim": 5, "arrival_rate": 0.7, "slack": 0.1,
-                 "min_accept_rate": 0.005}
+BASE_INSTANCE = {**BASE_INSTANCE, "min_accept_rate": 0.005}
 POLICIES = "cqb_opt,cqb_ts,cqb_eps,cqb_eta2,cqb_eps_opt,q_ths,q_ucb,random,oracle"
 
 WORKER = """

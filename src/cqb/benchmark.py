@@ -35,8 +35,9 @@ from .sim.instances import instance_from_spec, pool_instance
 from .sim.policies import PolicyEnv, make_policy, registered_policies
 from .sim.rng import stream
 from .sim.simulate import draw_trace, play
+from .pipeline.experiments import BASE_INSTANCE
 
-BASE = {"kind": "synthetic", "n_servers": 5, "dim": 5, "arrival_rate": 0.7, "slack": 0.1}
+BASE = BASE_INSTANCE
 
 
 def mnist_sized_instance(seed: int):

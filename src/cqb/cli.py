@@ -259,7 +259,7 @@ def run(args) -> int:
 
 
 def _compare(args) -> int:
-    from .analysis.aggregate import atomic_write_text
+    from .io.files import atomic_write_text
     from .analysis.compare import compare_claims, compare_run_trees, comparison_markdown
 
     try:

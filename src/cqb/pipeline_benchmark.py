@@ -36,6 +36,7 @@ from pathlib import Path
 
 import yaml
 
+from .pipeline.experiments import BASE_INSTANCE
 from .pipeline.results import SNAKEMAKE_LAUNCHER
 
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -45,7 +46,7 @@ PROFILE = REPOSITORY / "profiles" / "default"
 EXPERIMENT = "pipeline_benchmark"
 # Far from the figures' (0–299), the tuning's (1000–1029) and every other seed range.
 FIRST_SEED = 500_000
-BASE = {"kind": "synthetic", "n_servers": 5, "dim": 5, "arrival_rate": 0.7, "slack": 0.1}
+BASE = BASE_INSTANCE
 
 @dataclass(frozen=True)
 class PipelineTiming:

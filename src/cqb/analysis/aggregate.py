@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..sim.runfile import atomic_write, load_run
+from ..io.files import atomic_write
+from ..sim.runfile import load_run
 from .curves import Curve
 
 KEY_COLUMNS = ("policy", "sweep_param", "sweep_value", "t")
@@ -129,13 +130,6 @@ def write_table(table: pd.DataFrame, path: str | Path, float_format: str = DEFAU
     with atomic_write(path) as temporary:  # a .tmp file, so pandas infers no compression
         table.to_csv(temporary, sep="\t", index=False, float_format=float_format,
                      na_rep="nan", lineterminator="\n")
-
-
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write a generated text output (Markdown, JSON) atomically, UTF-8.
-    (Here rather than in cqb.sim.runfile, whose bytes are part of the simulation code hash.)"""
-    with atomic_write(path) as temporary:
-        Path(temporary).write_text(text, encoding="utf-8")
 
 
 def read_table(path: str | Path) -> pd.DataFrame:

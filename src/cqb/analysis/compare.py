@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from .aggregate import read_run_file
+from .formatting import format_number
 from .summaries import SummarySettings, final_phase_start, run_summary
 
 
@@ -151,10 +152,6 @@ def comparison_markdown(runs: pd.DataFrame, extra: dict, claims: pd.DataFrame | 
         lines += ["", f"Claims: {len(claims)} in either table; {len(changed)} changed verdict.", ""]
         if len(changed):
             lines += ["| claim | verdict old | verdict new | value old | value new |", "| --- | --- | --- | ---: | ---: |"]
-            lines += [f"| {row.claim} | {row.verdict_old} | {row.verdict_new} | {_number(row.value_old)} | "
-                      f"{_number(row.value_new)} |" for row in changed.itertuples()]
+            lines += [f"| {row.claim} | {row.verdict_old} | {row.verdict_new} | {format_number(row.value_old, 4, missing='')} | "
+                      f"{format_number(row.value_new, 4, missing='')} |" for row in changed.itertuples()]
     return "\n".join(lines) + "\n"
-
-
-def _number(value) -> str:
-    return "" if value is None or pd.isna(value) else f"{value:.4g}"

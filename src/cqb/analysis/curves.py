@@ -11,13 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-
-def format_value(value) -> str:
-    """A number as it appears in file names and tables: 0.7 → '0.7', 5.0 → '5'."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return str(value)
-    text = repr(value)
-    return text[:-2] if text.endswith(".0") else text
+from .formatting import format_value
 
 
 @dataclass(frozen=True)

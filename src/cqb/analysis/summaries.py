@@ -27,7 +27,6 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..dataclass_schema import parameter_fields
 from .aggregate import load_curve_runs
 from .curves import Curve
 
@@ -54,15 +53,6 @@ class SummarySettings:
 # to meet the slack, its largest norm, the share of contexts that pass).
 INSTANCE_COLUMNS = ("theta_redraws", "theta_max_norm", "accept_rate", "measured_slack")
 # The simulation code hash of the run file: results that mix code are refused.
-def summaries_schema() -> dict:
-    """The config schema of ``summaries``, generated from SummarySettings
-    (types and defaults), so the dataclass is the one source of both."""
-    properties = {}
-    for key, (schema, default) in parameter_fields(SummarySettings).items():
-        properties[key] = dict(schema, default=default)
-    return {"type": "object", "additionalProperties": False, "properties": properties}
-
-
 RUN_COLUMNS = ("policy", "sweep_param", "sweep_value", "seed", "horizon", "final_queue",
                "final_oracle", "final_regret", "tail_regret", "mean_regret", "early_regret",
                "peak_round", "peak_queue", "late_slope", "stalled") + INSTANCE_COLUMNS + ("code_hash",)

@@ -15,7 +15,7 @@ import shutil
 import urllib.request
 from pathlib import Path
 
-from ..sim.runfile import atomic_write
+from ..io.files import atomic_write
 
 # torchvision looks for the archives under <root>/MNIST/raw/.
 MNIST_RAW_SUBDIR = Path("MNIST") / "raw"

@@ -16,7 +16,7 @@ def plot_leaderboard(board, pdf: str | Path, png: str | Path, title: str = "Cand
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..sim.runfile import atomic_write
+    from ..io.files import atomic_write
     from ..pipeline.candidates import sweep_text
     from .plotting import POLICY_COLOURS
 

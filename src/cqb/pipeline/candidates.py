@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..analysis.formatting import format_interval
 from ..errors import ConfigError, config_error
 from .experiments import SWEEP_SYMBOLS, Curve, Run, check_values, expand_experiment
 
@@ -333,16 +334,6 @@ def candidate_claims(runs: Mapping[str, "pd.DataFrame"], candidates: Sequence[st
     return pd.DataFrame(rows, columns=list(CLAIM_COLUMNS) + ["candidate", "baseline"])
 
 
-def _number(value) -> str:
-    return "–" if not math.isfinite(value) else f"{value:.3g}"
-
-
-def _interval(value, low, high) -> str:
-    if not math.isfinite(value):
-        return "–"
-    return f"{value:.3g} [{low:.3g}, {high:.3g}]" if math.isfinite(low) else f"{value:.3g}"
-
-
 def summary_markdown(board, claims, header: str = "", title: str = "Candidate benchmark",
                      sources: Sequence[str] = ()) -> str:
     """The benchmark as Markdown: per candidate and baseline a count of
@@ -363,7 +354,7 @@ def summary_markdown(board, claims, header: str = "", title: str = "Candidate be
               "is claimed once, under the first experiment; the leaderboard lists it in every experiment.)"]
     lines += ["", "| claim | Δ [95% interval] | verdict | n seeds |", "| --- | --- | --- | ---: |"]
     for row in claims.itertuples():
-        lines.append(f"| {row.statement} | {_interval(row.value, row.ci_low, row.ci_high)} | "
+        lines.append(f"| {row.statement} | {format_interval(row.value, row.ci_low, row.ci_high)} | "
                      f"**{row.verdict}** | {row.n_seeds} |")
     lines += ["", "Leaderboard (rank 1 = lowest mean; stalled: runs whose tail regret exceeds the stall "
               "threshold, docs/verdicts.md):", "",
@@ -373,9 +364,9 @@ def summary_markdown(board, claims, header: str = "", title: str = "Candidate be
     for row in board.itertuples():
         name = f"**{row.display}**" if row.is_candidate else row.display
         lines.append(f"| {row.candidate} | {row.experiment} | {sweep_text(row.sweep_param, row.sweep_value) or '–'} "
-                     f"| {row.rank}/{row.n_policies} | {name} | {_interval(row.mean, row.ci_low, row.ci_high)} | "
+                     f"| {row.rank}/{row.n_policies} | {name} | {format_interval(row.mean, row.ci_low, row.ci_high)} | "
                      f"{row.n_stalled}/{row.n_seeds} | "
-                     f"{'–' if row.is_candidate else _interval(row.delta, row.delta_ci_low, row.delta_ci_high)} | "
+                     f"{'–' if row.is_candidate else format_interval(row.delta, row.delta_ci_low, row.delta_ci_high)} | "
                      f"{row.delta_verdict or '–'} |")
     return "\n".join(lines) + "\n"
 

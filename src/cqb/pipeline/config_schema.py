@@ -2,20 +2,61 @@
 
 The static schema (workflow/schemas/config.schema.yaml) describes the
 structure; the parts that have a source of truth in the package are generated
-here: the policy parameters from the registry's parameter dataclasses
-(plugins included) and ``summaries`` from :class:`cqb.analysis.summaries.SummarySettings`.
+here, from dataclasses (:func:`parameter_fields`: JSON types from the
+annotations, defaults from the fields): the policy parameters from the
+registry's parameter dataclasses (plugins included) and ``summaries`` from
+:class:`cqb.analysis.summaries.SummarySettings`.
 """
 
 from __future__ import annotations
 
 import copy
+import types
+import typing
 from collections.abc import Mapping
+from dataclasses import MISSING, fields
 
-from ..dataclass_schema import parameter_fields
 from ..errors import ConfigError, config_error  # noqa: F401 (validate_config raises it; callers catch it from here)
 
 # instance keys a sweep may vary, in instance-id order (cqb.pipeline.experiments names them)
 SWEPT_INSTANCE_KEYS = ("n_servers", "dim", "arrival_rate", "slack", "min_accept_rate")
+
+
+# ---------------------------------------------------------------- dataclass fields → schema
+
+_JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string", type(None): "null"}
+
+
+def _field_schema(annotation) -> dict:
+    """JSON schema of one annotated field: float → number, int | None → [integer, null], …
+    An annotation with no JSON counterpart (a plugin's own type) is left unconstrained."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        parts = [_field_schema(arg) for arg in typing.get_args(annotation)]
+        if all(set(part) == {"type"} for part in parts):
+            return {"type": sorted({part["type"] for part in parts})}
+        return {}
+    if typing.get_origin(annotation) is typing.Literal:
+        return {"enum": list(typing.get_args(annotation))}
+    return {"type": _JSON_TYPES[annotation]} if annotation in _JSON_TYPES else {}
+
+
+def parameter_fields(params_class) -> dict[str, tuple[dict, object]]:
+    """name → (JSON schema, default) of every field of a policy's parameter dataclass."""
+    hints = typing.get_type_hints(params_class)
+    result = {}
+    for item in fields(params_class):
+        default = item.default if item.default is not MISSING else (
+            item.default_factory() if item.default_factory is not MISSING else None)
+        result[item.name] = (_field_schema(hints[item.name]), default)
+    return result
+
+
+def settings_schema(settings_class) -> dict:
+    """The schema of a settings dataclass: its fields, their types and defaults
+    (the dataclass is the one source of both)."""
+    properties = {key: dict(schema, default=default)
+                  for key, (schema, default) in parameter_fields(settings_class).items()}
+    return {"type": "object", "additionalProperties": False, "properties": properties}
 
 
 # ---------------------------------------------------------------- policy parameters → schema
@@ -60,11 +101,11 @@ def policy_params_schema() -> dict:
 def config_schema(static_schema: Mapping) -> dict:
     """The static schema (workflow/schemas/config.schema.yaml) with its
     generated ``$defs`` filled in."""
-    from ..analysis.summaries import summaries_schema
+    from ..analysis.summaries import SummarySettings
 
     schema = copy.deepcopy(dict(static_schema))
     schema["$defs"].update(policy_params_schema())
-    schema["$defs"]["summaries"] = summaries_schema()
+    schema["$defs"]["summaries"] = settings_schema(SummarySettings)
     return schema
 
 

@@ -26,12 +26,15 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from ..analysis.curves import Curve, format_value  # noqa: F401 (the plan's curves; format_value re-exported)
-from ..dataclass_schema import parameter_fields
 from ..errors import ConfigError, config_error
-from .config_schema import SWEPT_INSTANCE_KEYS, _registry
+from .config_schema import SWEPT_INSTANCE_KEYS, _registry, parameter_fields
 
 
 # ---------------------------------------------------------------- names
+
+# The paper's base instance (Figure 2; config experiments.synthetic_base): K = 5,
+# d = 5, λ = 0.7, ϵ = 0.1. The benchmarks and tests that need "the base instance" use this.
+BASE_INSTANCE = {"kind": "synthetic", "n_servers": 5, "dim": 5, "arrival_rate": 0.7, "slack": 0.1}
 
 INSTANCE_KEY_TAGS = dict(zip(SWEPT_INSTANCE_KEYS, ("K", "d", "lam", "eps", "acc")))  # in instance-id order
 SWEEP_SYMBOLS = {"slack": "ϵ", "n_servers": "K", "dim": "d", "arrival_rate": "λ",

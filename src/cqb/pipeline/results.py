@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..analysis.aggregate import atomic_write_text
-from ..sim.runfile import atomic_write
+from ..analysis.formatting import format_number
+from ..io.files import atomic_write, atomic_write_text
 
 BEGIN = "<!-- generated:{name} begin (cqb publish; do not edit) -->"
 END = "<!-- generated:{name} end -->"
@@ -51,12 +51,6 @@ def provenance(config: dict, code_hash: str, run_code_hashes: set[str], version:
     return {"code_hash": code_hash, "config_hash": config_hash(config), "cqb_version": version}
 
 
-def _fmt(value: float, digits: int = 3) -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "–"
-    return f"{value:.{digits}g}"
-
-
 def results_summary(curves: dict[str, pd.DataFrame], display_names: dict, descriptions: dict) -> str:
     """Markdown: per experiment, one row per curve with its final regret,
     median, tail regret and stalled runs (from :func:`cqb.analysis.summaries.curve_summaries`)."""
@@ -69,8 +63,8 @@ def results_summary(curves: dict[str, pd.DataFrame], display_names: dict, descri
             sweep = f"{row.sweep_param} = {row.sweep_value}" if row.sweep_param else ""
             lines.append(
                 f"| {display_names.get(row.policy.split('.', 1)[0], row.policy)} | {sweep} | "
-                f"{_fmt(row.final_regret_mean)} | {_fmt(row.final_regret_median)} | "
-                f"{_fmt(row.tail_regret_mean)} | {_fmt(row.tail_regret_median)} | "
+                f"{format_number(row.final_regret_mean)} | {format_number(row.final_regret_median)} | "
+                f"{format_number(row.tail_regret_mean)} | {format_number(row.tail_regret_median)} | "
                 f"{row.n_stalled}/{row.n_runs} [{row.stall_ci_low:.2f}, {row.stall_ci_high:.2f}] | "
                 f"{row.stalled_seeds} |")
         lines.append("")
@@ -80,7 +74,7 @@ def results_summary(curves: dict[str, pd.DataFrame], display_names: dict, descri
 def markdown_table(table: pd.DataFrame) -> str:
     """A plain Markdown table (numbers to 3 significant digits)."""
     def cell(value):
-        return _fmt(value) if isinstance(value, float) else str(value)
+        return format_number(value) if isinstance(value, float) else str(value)
 
     lines = ["| " + " | ".join(map(str, table.columns)) + " |",
              "| " + " | ".join("---" for _ in table.columns) + " |"]
@@ -215,7 +209,7 @@ def timings_markdown(table: Path) -> str:
         own = getattr(row, "snakemake_cpu_seconds", math.nan)
         cpu = "" if pd.isna(cpu) else f"{cpu:.0f} s; " + ("–" if pd.isna(own) else f"{own:.0f} s")
         lines.append(f"| `{row.command}`: {row.label}{failed} | {minutes} min {seconds:02d} s | {cpu} | "
-                     f"{row.load_before}; {_fmt(row.load_mean)}, {_fmt(row.load_max)} | {row.cores} | {row.date} |")
+                     f"{row.load_before}; {format_number(row.load_mean)}, {format_number(row.load_max)} | {row.cores} | {row.date} |")
     return "\n".join(lines)
 
 
