@@ -139,3 +139,14 @@ def test_the_checks_catch_a_circle_and_an_upward_arrow():
              "cqb.sim.x": {"cqb.pipeline.y"}, "cqb.pipeline.y": set()}
     assert circles(graph) == [["cqb.analysis.a", "cqb.analysis.b"]]
     assert upward_arrows(graph) == ["cqb.sim.x → cqb.pipeline.y"]
+
+
+# The package's face: the command line, the error type, the plugin shim
+# (cqb.policies) and the version. Everything else lives in a subpackage.
+ROOT_MODULES = {"__init__.py", "cli.py", "errors.py", "policies.py"}
+
+
+def test_the_package_root_keeps_only_its_four_modules():
+    loose = sorted(path.name for path in SRC.iterdir()
+                   if path.is_file() and path.suffix in (".py", ".c", ".pyx", ".so") and path.name not in ROOT_MODULES)
+    assert loose == [], f"give these a subpackage: {loose}"
