@@ -1,5 +1,5 @@
 """Snakemake script: Figure 7 (cqb.analysis.sensitivity) — the verdict grid, its table and
-the rendered summary (figures/fig7.md, copied into docs/real_data_sensitivity.md).
+the rendered summary (figures/fig7.md, copied into docs/figures.md).
 
 input.runs: the {experiment}.runs.tsv of every cell, in the order of params.cells;
 input.reports: the pools' report.json. params: cells, datasets, columns,

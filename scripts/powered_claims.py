@@ -1,5 +1,5 @@
 """Snakemake script of rule `powered_claims`: one row per powered claim from
-its last look (cqb.powered.powered_row)."""
+its last look (cqb.analysis.powered.powered_row)."""
 
 import json
 

@@ -1,5 +1,5 @@
 """Snakemake script of checkpoint `powered_look`: one look of the powered
-reading of one claim (cqb.powered.evaluate_look) on the run files it reads."""
+reading of one claim (cqb.analysis.powered.evaluate_look) on the run files it reads."""
 
 import json
 from dataclasses import replace

@@ -1,5 +1,5 @@
 """Snakemake script of checkpoint `tuning_contenders`: the grid values of each
-tuned policy that go on to the powered tuning's second stage (cqb.tuning)."""
+tuned policy that go on to the powered tuning's second stage (cqb.analysis.tuning)."""
 
 import pandas as pd
 

@@ -49,8 +49,8 @@ def test_publish_copies_the_files_and_splices_the_readme_and_the_docs(tmp_path):
     readme.write_text(f"# r\n{blocks}")
     docs = tmp_path / "docs"
     docs.mkdir()
-    for page, block in (("beyond.md", "rates"), ("real_data_sensitivity.md", "fig7"), ("benchmarks.md", "timings")):
-        (docs / page).write_text(f"x\n{BEGIN.format(name=block)}\n{END.format(name=block)}\n")
+    for page, blocks in (("figures.md", ("rates", "fig7")), ("benchmarks.md", ("timings",))):
+        (docs / page).write_text("x\n" + "".join(f"{BEGIN.format(name=b)}\n{END.format(name=b)}\ny\n" for b in blocks))
     publish(source, docs / "results", readme)
     assert (docs / "results" / "results.md").read_text() == "numbers\n"
     summary = generated_block(readme.read_text(), "summary")
@@ -60,8 +60,8 @@ def test_publish_copies_the_files_and_splices_the_readme_and_the_docs(tmp_path):
     (source / "fig5_summary.md").write_text("slopes\n")
     (source / "fig7.md").write_text("grid\n")
     publish(source, docs / "results", readme)
-    assert generated_block((docs / "beyond.md").read_text(), "rates").endswith("slopes")
-    assert generated_block((docs / "real_data_sensitivity.md").read_text(), "fig7").endswith("grid")
+    assert generated_block((docs / "figures.md").read_text(), "rates").endswith("slopes")
+    assert generated_block((docs / "figures.md").read_text(), "fig7").endswith("grid")
     assert (docs / "results" / "fig5_summary.md").exists()
     # the timings: the last full run in the README, the whole table in benchmarks.md
     (docs / "results" / "timings.tsv").write_text(

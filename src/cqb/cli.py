@@ -7,7 +7,7 @@ Examples::
     cqb run --policy cqb_eps --instance pool --pool data/processed/mnist/instance.npz \\
         --arrival-rate 0.15 --set tau=400 --out mnist.npz
     cqb benchmark --repeats 3          # timings of the simulation core (docs/benchmarks.md)
-    cqb tables results figures         # the Markdown tables of docs/beyond.md
+    cqb tables results figures         # the Markdown tables of docs/figures.md
     cqb compare OLD/runs results/runs  # what a code change changed, run by run
 
 The workflow's `simulate` rule runs ``cqb run --instance-spec JSON --params JSON
@@ -143,7 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .benchmark_options import add_benchmark_arguments
 
     add_benchmark_arguments(commands.add_parser("benchmark", help="time the simulation core (not a test)"))
-    tables = commands.add_parser("tables", help="Markdown tables of docs/beyond.md from the pipeline's tables")
+    tables = commands.add_parser("tables", help="Markdown tables of docs/figures.md from the pipeline's tables")
     tables.add_argument("results", nargs="?", default="results")
     tables.add_argument("figures", nargs="?", default="figures")
     publish = commands.add_parser(

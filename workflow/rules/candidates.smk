@@ -1,4 +1,4 @@
-# The candidate-policy benchmark (cqb.pipeline.candidates, docs/candidates.md):
+# The candidate-policy benchmark (cqb.pipeline.candidates, docs/extending.md):
 #   snakemake --cores 2 candidates --config candidates='[my_policy]'
 # runs each candidate on every experiment of candidate_benchmark.experiments, on
 # those experiments' instances, horizons and seeds: a run file is keyed by
@@ -51,4 +51,4 @@ else:
             "../envs/analysis.yaml"
         shell:
             "echo \"cqb: no candidates to benchmark: name them, e.g."
-            " --config candidates='[my_policy]' (docs/candidates.md)\" | tee {log:q} >&2; exit 1"
+            " --config candidates='[my_policy]' (docs/extending.md)\" | tee {log:q} >&2; exit 1"

@@ -51,7 +51,7 @@ DATA_MNIST_ARCHIVES = [f"{DATA_MNIST_ROOT}/MNIST/raw/{e['name']}" for e in data_
 DATA_MNIST_EXTRACTED = [path[: -len(".gz")] for path in DATA_MNIST_ARCHIVES]
 
 
-# Construction variants (sensitivity study, docs/real_data_sensitivity.md): each
+# Construction variants (sensitivity study, docs/figures.md): each
 # builds its own pool under DATA_VARIANTS/{dataset}-{variant}/, never touching
 # the default pool.
 DATA_VARIANT_CONFIG = DATA_CONFIG.get("variants", {})

@@ -1,5 +1,5 @@
 # Figure 7: the verdict of "CQB-ε performs best" on every (dataset, construction
-# variant) cell (cqb.analysis.sensitivity; docs/real_data_sensitivity.md). Each cell is an
+# variant) cell (cqb.analysis.sensitivity; docs/figures.md). Each cell is an
 # ordinary experiment with its own `best` claim; this rule reads its per-run
 # summaries and its pool's report.json only.
 

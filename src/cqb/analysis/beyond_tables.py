@@ -1,5 +1,5 @@
 """Markdown tables of the 'Beyond the paper' numbers, read off the pipeline's
-tables (for docs/beyond.md):
+tables (Figures 5 and 6, docs/figures.md):
 
     cqb tables [results_dir] [figures_dir]      (or python -m cqb.analysis.beyond_tables)
 """

@@ -1,6 +1,6 @@
 """Empirical queue-length regret rates: R_T against T on log–log axes.
 
-Estimand (docs/beyond.md). Each run at horizon T is summarised by
+Estimand (docs/figures.md, Figure 5). Each run at horizon T is summarised by
 :func:`cqb.analysis.summaries.run_summary`; its **tail regret**, the mean of
 Q(t) − Q*(t) over the last 10 % of rounds, estimates R at ≈ T with far less
 noise than the final round's Q(T) − Q*(T) (an integer that is 0 or ±1 at most
@@ -322,7 +322,7 @@ def rate_runs(plan, experiments: list[str], run_file: str) -> list[tuple[str, st
 
 def run_cost(horizon: int, startup: float = 0.9, per_thousand_rounds: float = 0.075) -> float:
     """Seconds of one job (start-up and scheduling, then the rounds); the defaults
-    were measured on the base instance (docs/beyond.md)."""
+    were measured on the base instance (docs/figures.md)."""
     return startup + per_thousand_rounds * horizon / 1000
 
 

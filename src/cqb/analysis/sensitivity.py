@@ -1,5 +1,5 @@
 """Figure 7: does "CQB-ε performs best on every real dataset" survive the
-construction choices the paper leaves open? (docs/real_data_sensitivity.md)
+construction choices the paper leaves open? (docs/figures.md, Figure 7)
 
 A *cell* is one (dataset, column) of the grid: an ordinary experiment of
 config/config.yaml (``<dataset>_<column>``; the column ``default`` is the

@@ -1,4 +1,4 @@
-"""Variants of the real-data construction (sensitivity study, docs/real_data_sensitivity.md).
+"""Variants of the real-data construction (sensitivity study, docs/figures.md, Figure 7).
 
 The paper leaves open how the servers' θ* are made from a dataset. The default
 reading (:func:`cqb.data.semisynthetic.build_pool_instance`) is one point of a

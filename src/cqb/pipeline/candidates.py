@@ -10,7 +10,7 @@ only, so the candidate plays the very arrivals, contexts and service uniforms
 the paper's policies played (common random numbers), and their run files are
 reused as they are: only the candidate's runs are new.
 
-The comparison reuses the claims machinery (:mod:`cqb.claims`): per
+The comparison reuses the claims machinery (:mod:`cqb.analysis.claims`): per
 (experiment, sweep value) and baseline, a ``best`` check restricted to the
 candidate and that baseline, i.e. the mean over seeds, paired by seed, of
 (baseline − candidate) of the metric with a percentile bootstrap interval and
@@ -36,7 +36,7 @@ from ..analysis.formatting import format_interval
 from ..errors import ConfigError, config_error
 from .experiments import SWEEP_SYMBOLS, Curve, Run, check_values, expand_experiment
 
-# what a claim or a table calls a metric of cqb.summaries
+# what a claim or a table calls a metric of cqb.analysis.summaries
 METRIC_WORDS = {"mean_regret": "mean regret", "tail_regret": "tail regret",
                 "final_regret": "final regret", "early_regret": "early regret"}
 LEADERBOARD_COLUMNS = ("candidate", "experiment", "sweep_param", "sweep_value", "policy", "display",
@@ -225,7 +225,7 @@ def _cells(runs):
 def paired_comparison(rows, candidate: str, other: str, metric: str, name: str, experiment: str, value: str):
     """Paired by seed, mean of (other − candidate) of ``metric`` with its
     bootstrap interval and verdict (holds: the candidate is lower): the
-    ``best`` check of cqb.claims on the two policies alone."""
+    ``best`` check of cqb.analysis.claims on the two policies alone."""
     from ..analysis.claims import ClaimSpec, check_best
 
     pair = rows[rows["policy"].isin([candidate, other])]
@@ -249,7 +249,7 @@ def leaderboard(runs: Mapping[str, "pd.DataFrame"], candidates: Sequence[str], m
     rank by the mean metric (1 = lowest), its bootstrap interval, stalled runs,
     and the paired difference (policy − candidate) with its interval and verdict
     (holds: the candidate is lower). ``runs``: experiment → per-run summaries
-    (cqb.summaries.RUN_COLUMNS) holding the paper's policies and the candidates."""
+    (cqb.analysis.summaries.RUN_COLUMNS) holding the paper's policies and the candidates."""
     import numpy as np
     import pandas as pd
 
@@ -295,7 +295,7 @@ def candidate_claims(runs: Mapping[str, "pd.DataFrame"], candidates: Sequence[st
                      cell_keys: Mapping | None = None):
     """Claims "<candidate> has lower <metric> than <baseline> on <experiment>
     (at <sweep value>)", one per candidate, baseline, experiment and sweep
-    value, in the claims table's columns (cqb.claims.CLAIM_COLUMNS) and the
+    value, in the claims table's columns (cqb.analysis.claims.CLAIM_COLUMNS) and the
     candidate's and the baseline's labels. ``cell_keys``: (experiment, sweep
     value) → what identifies its runs (instance, horizon, seeds); a cell with
     the runs of an earlier one (the base instance inside each sweep) is the

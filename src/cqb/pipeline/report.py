@@ -34,7 +34,7 @@ LINKS = (
     ("Per experiment and policy: regrets and stalled runs", "results.md"),
     ("How every statistic and verdict is defined (stalls, tuning, powered reading)", "../verdicts.md"),
     ("Reconstruction notes: every choice the paper leaves open", "../reconstruction.md"),
-    ("Figure 7's grid and its reading", "../real_data_sensitivity.md"),
+    ("Figure 7's grid and its reading", "../figures.md"),
     ("Timings of the pipeline and its benchmarks", "../benchmarks.md"),
 )
 STYLE = """

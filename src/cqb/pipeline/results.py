@@ -215,8 +215,8 @@ def timings_markdown(table: Path) -> str:
 
 # Generated blocks outside the README: (the file in the figures folder, its
 # block) → the docs page (relative to the repository) that holds the block.
-DOCS_BLOCKS = {("fig5_summary.md", "rates"): "docs/beyond.md",
-               ("fig7.md", "fig7"): "docs/real_data_sensitivity.md"}
+DOCS_BLOCKS = {("fig5_summary.md", "rates"): "docs/figures.md",
+               ("fig7.md", "fig7"): "docs/figures.md"}
 
 
 def publish(source: Path, destination: Path, readme: Path) -> list[str]:
@@ -258,7 +258,7 @@ def publish(source: Path, destination: Path, readme: Path) -> list[str]:
                                     provenance_line(record) + "\n\n" + (source / name).read_text())
     if (source / "report.html").exists():
         written += publish_report(source, destination)
-    written += publish_candidates(source, destination, readme.parent / "docs" / "candidates.md")
+    written += publish_candidates(source, destination)
     return written
 
 
@@ -321,9 +321,9 @@ def shrink_png(source: Path, destination: Path, limit: int = PUBLISHED_PNG_BYTES
         Path(temporary).write_bytes(buffer.getvalue())
 
 
-def publish_candidates(source: Path, destination: Path, page: Path) -> list[str]:
+def publish_candidates(source: Path, destination: Path) -> list[str]:
     """Copy the benchmark's files (when the pipeline made them) into
-    ``destination`` and splice candidates.md into ``page``'s generated block."""
+    ``destination`` (docs/extending.md links to its candidates.md)."""
     from .candidates import PUBLISHED
 
     if not (source / "candidates.md").exists():
@@ -334,4 +334,4 @@ def publish_candidates(source: Path, destination: Path, page: Path) -> list[str]
         if (source / name).exists():
             (destination / name).write_bytes((source / name).read_bytes())
             written.append(str(destination / name))
-    return written + _splice_page(page, "candidates", (source / "candidates.md").read_text())
+    return written
