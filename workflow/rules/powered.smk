@@ -17,13 +17,11 @@ CONTENDERS = f"{RESULTS}/tuning/contenders.tsv"
 include: "powered_common.smk"
 
 
-try:  # every use of seeds has its own
-    check_seed_uses({"evaluation": evaluation_seeds(PLAN, TUNING_EXPERIMENTS),
-                     "tuning (stage 1)": {s for e in TUNING_EXPERIMENTS for c in PLAN.curves[e] for s in c.seeds},
-                     "tuning (stage 2)": set(STAGE2_SEEDS),
-                     "the powered claims": powered_seeds(POWERED)})
-except ConfigError as error:
-    sys.exit(f"config error: {error}")
+# every use of seeds has its own
+or_config_error(check_seed_uses, {"evaluation": evaluation_seeds(PLAN, TUNING_EXPERIMENTS),
+                                  "tuning (stage 1)": {s for e in TUNING_EXPERIMENTS for c in PLAN.curves[e] for s in c.seeds},
+                                  "tuning (stage 2)": set(STAGE2_SEEDS),
+                                  "the powered claims": powered_seeds(POWERED)})
 
 
 wildcard_constraints:
