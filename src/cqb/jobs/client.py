@@ -156,12 +156,13 @@ def remove_folder(folder: str) -> None:
 
 
 def start(socket_dir: str | None = None, timeout: float = 60.0, client: bool = True,
-          job_threads: int | None = None) -> RunServer | None:
+          job_threads: int | None = None, request_timeout: float | None = None) -> RunServer | None:
     """Start a server for this process's jobs: ``CQB_RUN_SERVER`` is set in
     ``os.environ`` (jobs inherit it), and ``CQB_RUN_CLIENT`` where ``client``
     and a current compiled client is installed. ``job_threads``: the server
     starts with the thread counts Snakemake gives a job of that many threads,
-    so that such jobs find its environment equal to theirs. The server stops
+    so that such jobs find its environment equal to theirs; ``request_timeout``:
+    the server's (cqb.jobs.server.REQUEST_TIMEOUT if None). The server stops
     when this process exits (atexit) or is gone. None where it cannot start
     (then jobs run in their own process, as without it)."""
     import atexit
@@ -184,6 +185,8 @@ def start(socket_dir: str | None = None, timeout: float = 60.0, client: bool = T
     command = [sys.executable, "-m", "cqb.jobs.server", "--socket", socket_path,
                "--parent", str(os.getpid()), "--ready-fd", str(ready_write),
                "--remove", folder]  # what a killed parent cannot remove
+    if request_timeout is not None:
+        command += ["--request-timeout", str(request_timeout)]
     try:
         process = subprocess.Popen(command, pass_fds=(ready_write,), stdin=subprocess.DEVNULL, env=env)
     except OSError:

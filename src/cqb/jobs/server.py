@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import struct
 import sys
@@ -34,7 +35,7 @@ import time
 from .client import (EXIT_STATUS, REFUSED, REQUEST_LIMIT, RUN_CLIENT_VARIABLE, RUN_FALLBACK_VARIABLE,
                      RUN_SERVER_VARIABLE, STARTED)
 
-REQUEST_TIMEOUT = 10.0  # seconds a connection may take to send its request
+REQUEST_TIMEOUT = 10.0  # seconds a connection may take to send its request (a client sends it at once)
 PR_SET_PDEATHSIG = 1  # <sys/prctl.h>
 _PEER_CREDENTIALS = struct.Struct("3i")  # struct ucred: pid, uid, gid
 # Read by the interpreter, the dynamic loader, the C library or a numeric
@@ -136,11 +137,11 @@ class Server:
     request (with a deadline), and the children with their job's connection
     and stderr."""
 
-    def __init__(self, socket_path: str, parent_pid: int | None, environment: dict):
+    def __init__(self, socket_path: str, parent_pid: int | None, environment: dict,
+                 request_timeout: float = REQUEST_TIMEOUT):
         import selectors
-        import signal
 
-        self.parent_pid, self.environment = parent_pid, environment
+        self.parent_pid, self.environment, self.request_timeout = parent_pid, environment, request_timeout
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         if os.path.exists(socket_path):
             os.unlink(socket_path)
@@ -207,7 +208,7 @@ class Server:
             entry = self.children.get(key.data)
             if entry is not None and entry[0] is key.fileobj:  # not a connection _reap closed in this batch
                 try:
-                    os.kill(key.data, 9)  # SIGKILL; not yet reaped, so still our child
+                    os.kill(key.data, signal.SIGKILL)  # not yet reaped, so still our child
                 except ProcessLookupError:
                     pass
                 self.selector.unregister(key.fileobj)
@@ -257,7 +258,7 @@ class Server:
             except Exception:
                 connection.close()
                 raise
-            self.waiting[connection] = time.monotonic() + REQUEST_TIMEOUT
+            self.waiting[connection] = time.monotonic() + self.request_timeout
 
     def _drop(self, connection: socket.socket) -> None:
         self.waiting.pop(connection, None)
@@ -334,8 +335,6 @@ class Server:
         return pid
 
     def _reap(self) -> None:
-        import signal
-
         while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
@@ -371,7 +370,7 @@ class Server:
     def close(self) -> None:
         for pid in self.children:
             try:
-                os.kill(pid, 9)
+                os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
         self._stop_accepting()
@@ -381,7 +380,6 @@ def _die_with_server(server_pid: int) -> bool:
     """PR_SET_PDEATHSIG: SIGKILL when the server is gone (Linux), then
     whether it is still there (it may have gone before the call)."""
     import ctypes
-    import signal
 
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
@@ -392,8 +390,6 @@ def _die_with_server(server_pid: int) -> bool:
 def _child(server: Server, server_pid: int, connection: socket.socket, request: dict, fds: list[int]) -> int:
     """In the fork: tied to the server, the job's stdio, folder and
     environment; STARTED; then `cqb run`."""
-    import signal
-
     if not _die_with_server(server_pid):
         return 1  # the server is gone and said nothing: the job runs in its own process
     signal.set_wakeup_fd(-1)
@@ -427,17 +423,29 @@ def _child(server: Server, server_pid: int, connection: socket.socket, request: 
         code = main(list(request["argv"]))
     except SystemExit as exit:  # as the interpreter ends a `cqb run` of its own
         code = _exit_code(exit)
+    except KeyboardInterrupt:  # as the interpreter does: the traceback, then death by SIGINT
+        import traceback
+
+        traceback.print_exc()
+        _flush()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+        code = 130
     except BaseException:
         import traceback
 
         traceback.print_exc()
         code = 1
+    _flush()
+    return code if isinstance(code, int) else 0
+
+
+def _flush() -> None:
     try:
         sys.stdout.flush()
         sys.stderr.flush()
     except OSError:
         pass
-    return code if isinstance(code, int) else 0
 
 
 def _exit_code(exit: SystemExit) -> int:
@@ -477,13 +485,13 @@ def remove(paths) -> None:
 
 
 def serve(socket_path: str, parent_pid: int | None = None, ready_fd: int | None = None,
-          remove_when_orphaned: tuple[str, ...] = ()) -> int:
+          remove_when_orphaned: tuple[str, ...] = (), request_timeout: float = REQUEST_TIMEOUT) -> int:
     """Accept run requests on ``socket_path`` until SIGTERM or until the
     parent process (the Snakemake that started us) is gone; in that case only,
     the paths in ``remove_when_orphaned`` are removed (else the parent does)."""
     environment = {name: value for name, value in os.environ.items() if name not in RUNTIME_VARIABLES}
     preload()
-    server = Server(socket_path, parent_pid, environment)
+    server = Server(socket_path, parent_pid, environment, request_timeout)
     if ready_fd is not None:
         os.write(ready_fd, b"ready\n")
         os.close(ready_fd)
@@ -506,8 +514,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ready-fd", type=int, help="write 'ready' to this file descriptor once listening")
     parser.add_argument("--remove", action="append", default=[], metavar="PATH",
                         help="a file or folder (with its files) to remove when the parent is gone (repeatable)")
+    parser.add_argument("--request-timeout", type=float, default=REQUEST_TIMEOUT, metavar="SECONDS",
+                        help="drop a connection that sends no request for this long")
     args = parser.parse_args(argv)
-    return serve(args.socket, args.parent, args.ready_fd, tuple(args.remove))
+    return serve(args.socket, args.parent, args.ready_fd, tuple(args.remove), args.request_timeout)
 
 
 if __name__ == "__main__":
