@@ -274,20 +274,21 @@ def test_only_the_servers_own_user_is_served(monkeypatch):
         assert not run_server.accepts_peer(left)
 
 
-def test_a_job_of_another_user_is_refused_and_runs_in_its_own_process(tmp_path):
-    """The real server, its credential function made to see another uid
-    (a second user cannot be made here)."""
+def _faulty_server_job(tmp_path, fault: str) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """A job through a real server with ``fault`` (Python run in the server
+    before it starts, with mark(word) to record what it saw) injected: the
+    job's result, and the words marked."""
     socket_path = str(tmp_path / "socket")
+    marks = tmp_path / "marks"
     ready_read, ready_write = os.pipe()
-    marks = tmp_path / "marks"  # what the server saw and did
-    fake = ("import os, sys; from cqb.jobs import server\n"
-            f"def mark(word): open({str(marks)!r}, 'a').write(word + ' ')\n"
-            "def other_user(connection): mark('asked'); return (1, os.getuid() + 1, os.getgid())\n"
-            "fork = server.Server._fork\n"
-            "def marked_fork(*args): mark('forked'); return fork(*args)\n"
-            "server.peer_credentials, server.Server._fork = other_user, marked_fork\n"
-            "sys.exit(server.main(sys.argv[1:]))")
-    process = subprocess.Popen([sys.executable, "-c", fake, "--socket", socket_path, "--ready-fd", str(ready_write)],
+    script = ("import errno, os, socket, sys; from cqb.jobs import server\n"
+              f"def mark(word): open({str(marks)!r}, 'a').write(word + ' ')\n"
+              "fork = server.Server._fork\n"
+              "def marked_fork(*args): mark('forked'); return fork(*args)\n"
+              "server.Server._fork = marked_fork\n"
+              f"{fault}\n"
+              "sys.exit(server.main(sys.argv[1:]))")
+    process = subprocess.Popen([sys.executable, "-c", script, "--socket", socket_path, "--ready-fd", str(ready_write)],
                                pass_fds=(ready_write,), env=_job_environment(""))
     os.close(ready_write)
     try:
@@ -295,14 +296,49 @@ def test_a_job_of_another_user_is_refused_and_runs_in_its_own_process(tmp_path):
         done = subprocess.run([*CQB, "run", "--policy", "random", "--seed", "1", "--horizon", "50",
                                "--out", str(tmp_path / "run.npz")], env=_job_environment(socket_path),
                               capture_output=True, text=True, timeout=300)
-        assert _children(process.pid) == []
+        assert process.poll() is None, "the server ended"
     finally:
         os.close(ready_read)
         process.terminate()
         process.wait(60)
     assert done.returncode == 0, done.stderr
-    assert marks.read_text().split() == ["asked"]  # and never forked: the job ran in its own process
     assert "random seed 1: Q(T) =" in done.stderr and (tmp_path / "run.npz").exists()
+    return done, marks.read_text().split() if marks.exists() else []
+
+
+def test_a_job_of_another_user_is_refused_and_runs_in_its_own_process(tmp_path):
+    """The real server, its credential function made to see another uid
+    (a second user cannot be made here)."""
+    _, marks = _faulty_server_job(tmp_path, "def other_user(connection): mark('asked'); "
+                                            "return (1, os.getuid() + 1, os.getgid())\n"
+                                            "server.peer_credentials = other_user")
+    assert marks == ["asked"]  # and never forked: the job ran in its own process
+
+
+def test_a_fork_that_fails_leaves_the_job_to_its_own_process(tmp_path):
+    """EAGAIN from fork (a process limit; root, as these tests may run,
+    ignores RLIMIT_NPROC, so it is injected)."""
+    done, marks = _faulty_server_job(tmp_path, "def no_fork(): mark('fork failed'); "
+                                               "raise OSError(errno.EAGAIN, 'Resource temporarily unavailable')\n"
+                                               "os.fork = no_fork")
+    assert marks == ["forked", "fork", "failed"]
+    assert done.stderr.splitlines()[0] == run_client.WENT_AWAY
+
+
+def test_a_server_out_of_fds_stops_taking_jobs_and_they_run_in_their_own_process(tmp_path):
+    done, marks = _faulty_server_job(tmp_path, "def no_fds(self): mark('EMFILE'); "
+                                               "raise OSError(errno.EMFILE, 'Too many open files')\n"
+                                               "socket.socket.accept = no_fds")
+    assert marks == ["EMFILE"]
+
+
+def test_the_server_leaves_sigint_to_snakemake(lone_server, tmp_path):
+    os.kill(lone_server.pid, signal.SIGINT)  # as a terminal's Ctrl-C, or a script's background `&` job
+    done = subprocess.run([*CQB, "run", "--policy", "random", "--seed", "1", "--horizon", "50",
+                           "--out", str(tmp_path / "run.npz")], env=_job_environment(lone_server.socket_path),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "running in this process" not in done.stderr, done.stderr
+    assert lone_server.process.poll() is None
 
 
 @pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=needs_compiler)],

@@ -76,6 +76,7 @@ def server():
     started = run_client.start()
     assert started is not None, "the run server did not start"
     socket_path = os.environ[RUN_SERVER_VARIABLE]
+    assert os.stat(started.folder).st_mode & 0o777 == 0o700  # the folder keeps other users out
     yield started, socket_path
     started.stop()
     assert started.process.poll() is not None
@@ -223,6 +224,7 @@ def test_the_compiled_client_exits_with_the_status_of_a_killed_run(server, clien
         (child,) = _children(started.pid)
         os.kill(child, signal.SIGKILL)
         assert job.wait(30) == 128 + signal.SIGKILL  # as a shell reports a killed command
+        assert job.stderr.read().endswith("cqb: the run was killed by signal SIGKILL\n")  # in the job's log
     finally:
         job.kill()
         job.wait()

@@ -24,6 +24,7 @@ Run as ``python -m cqb.jobs.server``; the job side is cqb.jobs.client.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -160,7 +161,6 @@ class Server:
         self.selector.register(self.listener, selectors.EVENT_READ, "accept")
         self.selector.register(self.wake_read, selectors.EVENT_READ, "signal")
         self.accepting = True
-        self.resume_accepting = 0.0  # after an accept error (EMFILE): a pause, not a busy loop
         self.waiting: dict[socket.socket, float] = {}  # connection -> deadline of its request
         self.children: dict[int, tuple[socket.socket, int]] = {}  # pid -> (job's connection, its stderr)
 
@@ -181,10 +181,7 @@ class Server:
                 if not self.children:
                     return False
             now = time.monotonic()
-            if not self.accepting and not self.stopping and now >= self.resume_accepting:
-                self._register_listener()
-            deadlines = [*self.waiting.values(), *([self.resume_accepting] if not self.accepting else [])]
-            timeout = max(0.0, min([now + 1.0, *deadlines]) - now)
+            timeout = max(0.0, min([now + 1.0, *self.waiting.values()]) - now)
             for key, _ in self.selector.select(timeout):
                 try:
                     self._handle(key)
@@ -219,13 +216,6 @@ class Server:
         except BlockingIOError:
             return False
 
-    def _register_listener(self) -> None:
-        import selectors
-
-        if not self.accepting and self.listener.fileno() >= 0:
-            self.selector.register(self.listener, selectors.EVENT_READ, "accept")
-            self.accepting = True
-
     def _stop_accepting(self) -> None:
         if self.listener.fileno() >= 0:
             if self.accepting:
@@ -241,14 +231,15 @@ class Server:
         for _ in range(64):  # then let the other events in
             try:
                 connection, _ = self.listener.accept()
-            except BlockingIOError:
+            except (BlockingIOError, InterruptedError):
                 return
-            except OSError as error:  # EMFILE, ENOBUFS: try again in a moment
-                _report(f"cannot accept a job ({error}); trying again in 0.1 s")
-                self.selector.unregister(self.listener)
-                self.accepting = False
-                self.resume_accepting = time.monotonic() + 0.1
-                return
+            except OSError as error:
+                if error.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    # out of a resource: no more jobs here (they run in their own process), and no busy loop
+                    _report(f"cannot accept jobs ({error}); the jobs from now on run in their own process")
+                    self._stop_accepting()
+                    return
+                continue  # ECONNABORTED and the like: that connection's fault
             try:
                 if not accepts_peer(connection):
                     connection.close()
