@@ -170,3 +170,18 @@ def test_with_the_patch_a_real_run_keeps_at_most_one_pending_timer(tmp_path):
     timers = _timers(tmp_path, patch=True)
     assert timers["armed"] >= 1  # the rounds asked for re-evaluation
     assert timers["peak"] <= 1
+
+
+def test_the_fault_table_names_tests_that_exist_and_the_values_the_code_uses():
+    import re
+
+    from cqb.jobs.client import LOST_AFTER_START
+
+    text = (REPO / "docs" / "jobs.md").read_text()
+    table = text[text.index("## Faults and their tests"):]
+    named = set(re.findall(r"`(test_\w+)`", table))
+    defined = {name for path in (REPO / "tests").glob("test_jobs_*.py")
+               for name in re.findall(r"^def (test_\w+)", path.read_text(), re.MULTILINE)}
+    assert named and named <= defined, sorted(named - defined)
+    assert "LOST_AFTER_START" in text and "REQUEST_TIMEOUT" in text and "REQUEST_LIMIT" in text
+    assert LOST_AFTER_START == 75  # EX_TEMPFAIL of sysexits.h, as the page calls it
