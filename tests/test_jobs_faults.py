@@ -119,6 +119,8 @@ def clean_outputs(tmp_path_factory):
     assert done.returncode == 0, done.stderr[-4000:]
     outputs = _outputs(workdir)
     assert len(outputs) == 4 + 3  # the run files, the three tables
+    for log, text in _log_lines(workdir).items():  # the server took every job: Snakemake's environment is its own
+        assert "running in this process" not in text and "Q(T) =" in text, f"{log}:\n{text}"
     assert not list((tmp_path / "tmp").glob("cqb-run-server-*")), "the server's folder is left"
     return outputs
 

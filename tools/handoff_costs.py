@@ -13,8 +13,9 @@ in every variant) one job at a time, ``--jobs`` per variant, the variants
 alternating within each of ``--rounds`` rounds so that load changes hit them
 alike:
 
-* the Python client (``cqb``) or the compiled one, through this checkout's
-  server or the baseline's;
+* the Python client (``cqb``) or the compiled one through this checkout's
+  server, and the baseline's compiled client through its own server (each
+  server with the client of its own tree: their protocols may differ);
 * ``no server``: ``cqb run`` in its own process, as without the run server.
 
 Per variant and job: the CPU of the job's process tree (bash and the client,
@@ -187,25 +188,26 @@ def main(argv: list[str] | None = None) -> int:
     base_env = {key: value for key, value in os.environ.items()
                 if key not in (run_client.RUN_SERVER_VARIABLE, run_client.RUN_CLIENT_VARIABLE,
                                run_client.RUN_FALLBACK_VARIABLE)}
-    servers = {}  # label -> (socket path, server pid)
+    servers = {}  # label -> (socket path, server pid, its own compiled client)
     baseline = None
     if args.baseline:  # started by the baseline's own client module, in a process that waits for our exit
         starter = ("import sys\ntry:\n    from cqb.jobs import client as run_client\n"
                    "except ImportError:\n    from cqb import run_client\nserver = run_client.start(); "
-                   "print(server.socket_path, server.pid, flush=True); sys.stdin.read()")
+                   "print(server.socket_path, server.pid, server.client, flush=True); sys.stdin.read()")
         baseline = subprocess.Popen([sys.executable, "-c", starter], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     env={**base_env, "PYTHONPATH": str(args.baseline.resolve() / "src")}, text=True)
-        socket_path, pid = baseline.stdout.readline().split()
-        servers["baseline"] = (socket_path, int(pid))
+        socket_path, pid, client = baseline.stdout.readline().split()
+        servers["baseline"] = (socket_path, int(pid), client)
     server = run_client.start()
     if server is None or server.client is None:
         raise SystemExit("handoff_costs: the run server did not start, or its client was not built (no C compiler?)")
-    servers["this checkout"] = (server.socket_path, server.pid)
+    servers["this checkout"] = (server.socket_path, server.pid, server.client)
     variants = {"no server: cqb run in its own process": (cqb, base_env, None)}
-    for label, (socket_path, pid) in servers.items():
+    for label, (socket_path, pid, client) in servers.items():
         env = {**base_env, run_client.RUN_SERVER_VARIABLE: socket_path, run_client.RUN_FALLBACK_VARIABLE: cqb}
-        variants[f"Python client, {label}'s server"] = (cqb, env, pid)
-        variants[f"compiled client, {label}'s server"] = (server.client, env, pid)
+        if label == "this checkout":  # this checkout's `cqb` speaks this checkout's protocol only
+            variants[f"Python client, {label}'s server"] = (cqb, env, pid)
+        variants[f"compiled client, {label}'s server"] = (client, env, pid)  # each server's own client
     results = {name: [] for name in variants}
     code_hash = simulation_code_hash()
     with tempfile.TemporaryDirectory(prefix="cqb-handoff-") as scratch:
