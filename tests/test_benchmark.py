@@ -44,7 +44,7 @@ def test_startup_table_says_when_a_source_has_no_probe():
 
 
 def test_startup_times_of_a_forked_job_add_the_forked_run_cpu(tmp_path):
-    from cqb import run_client
+    from cqb.jobs import client as run_client
     from cqb.benchmark import FORKED
 
     server = run_client.start()

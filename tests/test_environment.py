@@ -156,7 +156,7 @@ def run_targets(rule: dict) -> list[Path]:
         return []  # a copy (rule powered_final) or a message (candidates without any): no Python at all
     targets = [REPO / path for path in re.findall(r"(scripts/[\w/]+\.py)", shell)]
     modules = re.findall(r"-m\s+(cqb[\w.]*)", shell)
-    # "${CQB_RUN_CLIENT:-cqb}": the compiled client runs only beside the run
+    # the simulate rule's `cqb_job`: the compiled client runs only beside the run
     # server (never under --sdm conda) and otherwise, or on fallback, `cqb`
     if re.search(r"(^|[\s;&|(])cqb\s", shell) or re.search(r"\$\{+CQB_RUN_CLIENT:-cqb\}+", shell):
         modules.append(_cqb_console_module())

@@ -23,8 +23,8 @@ LAYERS = {
     # (its options apart, so that the command line need not import it), the command line
     # the job side of the run server (stdlib only), the benchmarks, the command line,
     # and the run server, which runs the command line in its forks
-    "cqb.policies": 5, "cqb.benchmark_options": 5, "cqb.run_client": 5,
-    "cqb.pipeline_benchmark": 6, "cqb.benchmark": 7, "cqb.cli": 8, "cqb.run_server": 9,
+    "cqb.policies": 5, "cqb.benchmark_options": 5, "cqb.jobs": 5, "cqb.jobs.client": 5,
+    "cqb.pipeline_benchmark": 6, "cqb.benchmark": 7, "cqb.cli": 8, "cqb.jobs.server": 9,
 }
 
 

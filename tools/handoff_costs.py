@@ -2,9 +2,9 @@
 
     python tools/handoff_costs.py [--jobs 50] [--rounds 3] [--baseline SRC] [--phases 20]
 
-Starts a run server from this checkout (cqb.run_client.start, which also
-builds the compiled client) and, with ``--baseline``, one from another source
-tree by that tree's own cqb.run_client.start (``git archive COMMIT src | tar
+Starts a run server from this checkout (cqb.jobs.client.start, with the
+compiled client the package build made) and, with ``--baseline``, one from another source
+tree by that tree's own start() (cqb.jobs.client, or cqb.run_client in older trees) (``git archive COMMIT src | tar
 -x -C DIR``, with the compiled kernel copied into DIR/src/cqb/sim), whose
 forked runs show the fixed costs before a change. Then it runs the simulate
 rule's shell line (``bash -c 'set -euo pipefail; CLIENT run ... 2> LOG'``,
@@ -13,8 +13,9 @@ in every variant) one job at a time, ``--jobs`` per variant, the variants
 alternating within each of ``--rounds`` rounds so that load changes hit them
 alike:
 
-* the Python client (``cqb``) or the compiled one, through this checkout's
-  server or the baseline's;
+* the Python client (``cqb``) or the compiled one through this checkout's
+  server, and the baseline's compiled client through its own server (each
+  server with the client of its own tree: their protocols may differ);
 * ``no server``: ``cqb run`` in its own process, as without the run server.
 
 Per variant and job: the CPU of the job's process tree (bash and the client,
@@ -23,7 +24,7 @@ Per variant and job: the CPU of the job's process tree (bash and the client,
 ``/proc/PID/stat``: the children it waited for, in clock ticks, so summed over
 a batch), and the median wall time of a job. With ``--phases N``, also the
 in-process CPU of the phases of a run in N forks of a process prepared as the
-server prepares itself (run_server.prepare), for this checkout and the
+server prepares itself (its preload), for this checkout and the
 baseline.
 """
 
@@ -41,11 +42,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from cqb import run_client
-from cqb.pipeline.experiments import BASE_INSTANCE
+from cqb.jobs import client as run_client
 from cqb.pipeline.results import children_cpu
 
-SPEC = BASE_INSTANCE
+SPEC = {"kind": "synthetic", "n_servers": 5, "dim": 5, "arrival_rate": 0.7, "slack": 0.1}
 FIRST_SEED = 700_000  # no experiment's
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -101,7 +101,11 @@ def handoff_table(results: dict, jobs: int, rounds: int, load: tuple) -> str:
 
 PHASES_SCRIPT = r"""
 import gc, json, os, resource, statistics, sys, time
-from cqb import cli, run_server
+from cqb import cli
+try:
+    from cqb.jobs import server as run_server
+except ImportError:  # an older tree
+    from cqb import run_server
 getattr(run_server, "prepare", run_server.preload)()  # what the server does before its first fork
 import cqb.sim.runfile as runfile, cqb.sim.simulate as simulate
 argv = json.loads(sys.argv[1])
@@ -184,24 +188,26 @@ def main(argv: list[str] | None = None) -> int:
     base_env = {key: value for key, value in os.environ.items()
                 if key not in (run_client.RUN_SERVER_VARIABLE, run_client.RUN_CLIENT_VARIABLE,
                                run_client.RUN_FALLBACK_VARIABLE)}
-    servers = {}  # label -> (socket path, server pid)
+    servers = {}  # label -> (socket path, server pid, its own compiled client)
     baseline = None
-    if args.baseline:  # started by the baseline's own cqb.run_client, in a process that waits for our exit
-        starter = ("import sys; from cqb import run_client; server = run_client.start(); "
-                   "print(server.socket_path, server.pid, flush=True); sys.stdin.read()")
+    if args.baseline:  # started by the baseline's own client module, in a process that waits for our exit
+        starter = ("import sys\ntry:\n    from cqb.jobs import client as run_client\n"
+                   "except ImportError:\n    from cqb import run_client\nserver = run_client.start(); "
+                   "print(server.socket_path, server.pid, server.client, flush=True); sys.stdin.read()")
         baseline = subprocess.Popen([sys.executable, "-c", starter], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     env={**base_env, "PYTHONPATH": str(args.baseline.resolve() / "src")}, text=True)
-        socket_path, pid = baseline.stdout.readline().split()
-        servers["baseline"] = (socket_path, int(pid))
+        socket_path, pid, client = baseline.stdout.readline().split()
+        servers["baseline"] = (socket_path, int(pid), client)
     server = run_client.start()
     if server is None or server.client is None:
         raise SystemExit("handoff_costs: the run server did not start, or its client was not built (no C compiler?)")
-    servers["this checkout"] = (server.socket_path, server.pid)
+    servers["this checkout"] = (server.socket_path, server.pid, server.client)
     variants = {"no server: cqb run in its own process": (cqb, base_env, None)}
-    for label, (socket_path, pid) in servers.items():
+    for label, (socket_path, pid, client) in servers.items():
         env = {**base_env, run_client.RUN_SERVER_VARIABLE: socket_path, run_client.RUN_FALLBACK_VARIABLE: cqb}
-        variants[f"Python client, {label}'s server"] = (cqb, env, pid)
-        variants[f"compiled client, {label}'s server"] = (server.client, env, pid)
+        if label == "this checkout":  # this checkout's `cqb` speaks this checkout's protocol only
+            variants[f"Python client, {label}'s server"] = (cqb, env, pid)
+        variants[f"compiled client, {label}'s server"] = (client, env, pid)  # each server's own client
     results = {name: [] for name in variants}
     code_hash = simulation_code_hash()
     with tempfile.TemporaryDirectory(prefix="cqb-handoff-") as scratch:

@@ -166,12 +166,12 @@ def startup_times(sources: dict[str, Path], runs: int = 20, out_dir: Path | None
     CQB_REPORT_LOOP_START probe of cqb.sim.simulate.run_policy; empty when that
     source has no probe). One untimed run per source first writes its bytecode
     caches, as a pipeline job finds them; PYTHONDONTWRITEBYTECODE is dropped
-    for that reason. With ``server_socket`` (a running cqb.run_server), the
+    for that reason. With ``server_socket`` (a running cqb.jobs.server), the
     last source is timed a second time as a job the server forks (label
     FORKED; its CPU is the job's process plus the forked run's own)."""
     from .pipeline.results import children_cpu  # pandas: only for this benchmark
 
-    from .run_client import OWN_CPU, RUN_SERVER_VARIABLE
+    from .jobs.client import OWN_CPU, RUN_SERVER_VARIABLE
     from .sim.simulate import LOOP_START_PROBE
 
     labels = list(sources) + ([FORKED] if server_socket else [])
@@ -185,7 +185,10 @@ def startup_times(sources: dict[str, Path], runs: int = 20, out_dir: Path | None
             env.update(PYTHONPATH=str(Path(src).resolve()), **{LOOP_START_PROBE: "1"})
             environments[label] = env
         if server_socket:
-            environments[FORKED] = {**environments[labels[-2]], RUN_SERVER_VARIABLE: server_socket}
+            # without PYTHONPATH: the server (the installed cqb) takes only jobs whose start-up
+            # environment is its own
+            environments[FORKED] = {**{key: value for key, value in environments[labels[-2]].items()
+                                       if key != "PYTHONPATH"}, RUN_SERVER_VARIABLE: server_socket}
         command = [sys.executable, "-c", CLI_SCRIPT, *STARTUP_RUN, "--out", str(out)]
         for repeat in range(runs + 1):
             for label in labels:
@@ -232,7 +235,7 @@ def startup_main(args) -> str:
     sources = {"this checkout": Path(__file__).resolve().parents[1]}
     if args.startup_baseline:
         sources = {f"baseline {args.startup_baseline}": Path(args.startup_baseline), **sources}
-    from . import run_client
+    from .jobs import client as run_client
 
     server = run_client.start()  # as the workflow starts it; None where it cannot run
     load_before = os.getloadavg()

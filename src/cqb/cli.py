@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from . import __version__
-from .run_client import RUN_SERVER_VARIABLE
+from .jobs.client import RUN_SERVER_VARIABLE
 
 # Start-up of a `cqb run` job (docs/benchmarks.md, "Job start-up"): this module
 # imports only the standard library; numpy, the policies and the rest load in
@@ -45,7 +45,7 @@ def pin_blas_to_one_thread() -> bool:
     numpy is imported: what simulate() would otherwise do with threadpoolctl,
     whose import and library scan cost ~10 ms of every job's start-up. False
     (and nothing set) when numpy was imported before any call, too late; True
-    in a process (or a fork of one, cqb.run_server) that pinned in time."""
+    in a process (or a fork of one, cqb.jobs.server) that pinned in time."""
     global _blas_pinned
     if "numpy" not in sys.modules:
         os.environ.update(dict.fromkeys(BLAS_THREAD_VARIABLES, "1"))
@@ -280,8 +280,8 @@ def _compare(args) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     server = os.environ.get(RUN_SERVER_VARIABLE) if argv[:1] == ["run"] else None
-    if server:  # a workflow job: the preloaded server runs it (cqb.run_server)
-        from .run_client import forward
+    if server:  # a workflow job: the preloaded server runs it (cqb.jobs.server)
+        from .jobs.client import forward
 
         code = forward(server, argv)
         if code is not None:

@@ -136,7 +136,7 @@ def pipeline_main(args) -> str:
 def simulation_cpu(results_dir: Path) -> dict[Path, float]:
     """Each simulate log under ``results_dir`` → the run's own CPU seconds (its
     last line; logs without one, of runs that did not finish, are left out)."""
-    from .run_client import OWN_CPU
+    from .jobs.client import OWN_CPU
 
     cpu = {}
     for log in (results_dir / "logs" / "simulate").rglob("*.log"):

@@ -75,36 +75,59 @@ def put_cqb_on_path():
 put_cqb_on_path()
 
 
+RUN_SERVER = None  # the started cqb.jobs.client.RunServer, if any
+
+
 def start_run_server():
-    """One preloaded server forks the simulate jobs (cqb.run_server): only for
-    local execution in this environment; jobs that find no server run as
-    before. Its compiled client (config run_client) is built beside it."""
+    """One preloaded server forks the simulate jobs (cqb.jobs.server,
+    docs/jobs.md): only for local execution in this environment; jobs that
+    find no server, or one that cannot take them, run in their own process.
+    With execution.run_client, jobs use the compiled client where the
+    package build made a current one."""
     import os
 
     from snakemake.settings.types import DeploymentMethod
-    from cqb.run_client import RUN_CLIENT_VARIABLE, RUN_SERVER_VARIABLE, start
+    from cqb.jobs.client import RUN_CLIENT_VARIABLE, RUN_FALLBACK_VARIABLE, RUN_SERVER_VARIABLE, start
 
-    for inherited in (RUN_SERVER_VARIABLE, RUN_CLIENT_VARIABLE):  # an outer run's: not for these jobs
+    global RUN_SERVER
+    for inherited in (RUN_SERVER_VARIABLE, RUN_CLIENT_VARIABLE, RUN_FALLBACK_VARIABLE):  # an outer run's
         os.environ.pop(inherited, None)
     isolated = {DeploymentMethod.CONDA, DeploymentMethod.APPTAINER}
-    if not config["run_server"] or not workflow.local_exec:
+    if not config["execution"]["run_server"] or not workflow.local_exec:
         return
     if isolated & set(workflow.deployment_settings.deployment_method):
         return
-    if start(client=config["run_client"]) is None:
+    # simulate jobs have threads: 1; Snakemake sets their thread counts from it
+    RUN_SERVER = start(client=config["execution"]["run_client"], job_threads=1)
+    if RUN_SERVER is None:
         print("cqb: the run server did not start; every job starts its own Python", file=sys.stderr)
+
+
+def stop_run_server():
+    """The normal end of the server (it lets runs in flight finish) and of its
+    folder; a server whose Snakemake is killed cleans up after itself."""
+    if RUN_SERVER is not None:
+        RUN_SERVER.stop()
 
 
 def coalesce_scheduler_timers():
     """One pending re-evaluation timer instead of a chain per finished job (cqb.pipeline.scheduling)."""
-    if config["coalesce_rescheduling"] and not coalesce_rescheduling():
-        print("cqb: this Snakemake has no JobScheduler._schedule_reevalutation; scheduling left as it is",
-              file=sys.stderr)
+    if config["execution"]["coalesce_rescheduling"] and not coalesce_rescheduling():
+        print("cqb: this Snakemake's JobScheduler is not the one the timer patch was written for; "
+              "scheduling left as it is", file=sys.stderr)
 
 
 onstart:
     start_run_server()
     coalesce_scheduler_timers()
+
+
+onsuccess:
+    stop_run_server()
+
+
+onerror:
+    stop_run_server()
 
 
 CODE_HASH = simulation_code_hash()  # a param of simulate jobs, so editing the simulation code reruns them

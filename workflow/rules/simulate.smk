@@ -2,8 +2,9 @@
 # oracle on the seed's common random numbers, saved as one run file by the
 # installed `cqb run` command (no Snakemake import in the job: short start-up).
 # With the run server, the job is its compiled client instead, CQB_RUN_CLIENT
-# (cqb.run_client; `cqb` where none was built): the same arguments, the same
-# run file, a few milliseconds of CPU where a Python client takes some 35.
+# (docs/jobs.md), where that names an executable file, else `cqb`: the same
+# arguments, the same run file, a few milliseconds of CPU where a Python
+# client takes some 35.
 # No `benchmark:` here: its psutil thread per job cost Snakemake more CPU than
 # the sub-second jobs themselves (docs/pipeline.md); the log's last line gives
 # the job's wall and CPU time instead.
@@ -37,6 +38,7 @@ rule simulate:
     conda:
         "../envs/simulate.yaml"
     shell:
-        '"${{CQB_RUN_CLIENT:-cqb}}" run --instance-spec {params.instance:q} --policy {params.policy}'
+        'cqb_job() {{ if [ -x "${{CQB_RUN_CLIENT:-}}" ]; then "$CQB_RUN_CLIENT" "$@"; else cqb "$@"; fi; }}; '
+        'cqb_job run --instance-spec {params.instance:q} --policy {params.policy}'
         " --params {params.policy_params:q} --horizon {wildcards.horizon} --seed {wildcards.seed}"
         " --code-hash {params.code_hash} --out {output:q} 2> {log:q}"

@@ -32,8 +32,14 @@ BEGIN = "<!-- generated:{name} begin (cqb publish; do not edit) -->"
 END = "<!-- generated:{name} end -->"
 
 
+# The config's group of switches for how jobs run (the run server, the
+# scheduler patch), not what they compute: not part of the config hash.
+EXECUTION_KEY = "execution"
+
+
 def config_hash(config: dict) -> str:
-    text = json.dumps(config, sort_keys=True, default=str, ensure_ascii=False)
+    science = {key: value for key, value in config.items() if key != EXECUTION_KEY}
+    text = json.dumps(science, sort_keys=True, default=str, ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

@@ -11,49 +11,91 @@ after 2,000 jobs with a 10-s timespan, each round a new asyncio loop and a
 pass over every job of the DAG. One pending timer is enough for what the
 timers are for (trying again once the rate limit allows): a round that
 wants one while another is pending can rely on the pending one's round,
-which asks again if it still needs to. The workflow's
-``onstart`` calls :func:`coalesce_rescheduling` (config ``coalesce_rescheduling``)."""
+which asks again if it still needs to. The workflow's ``onstart`` calls
+:func:`coalesce_rescheduling` (config ``execution.coalesce_rescheduling``).
+
+The patch replaces a private method, so it first checks that the method is
+the one it was written for (its parameters, and that it does nothing but arm
+a Timer that releases ``_open_jobs``), keeps the original, and calls the
+original whenever its own way fails."""
 
 from __future__ import annotations
 
+import inspect
+import sys
 import threading
 
+METHOD = "_schedule_reevalutation"  # sic: Snakemake's spelling
 _PENDING = "_cqb_reevaluation_pending"
 _LOCK = threading.Lock()
+# All the original does (snakemake 9): threading.Timer(delay, lambda: self._open_jobs.release()).start()
+_ORIGINAL_PARAMETERS = ["self", "delay"]
+_ORIGINAL_NAMES = {"threading", "Timer", "start", "_open_jobs", "release"}
+
+
+def _names(code) -> set[str]:
+    """The global and attribute names a function's code uses, its nested code's included."""
+    names = set(code.co_names)
+    for constant in code.co_consts:
+        if inspect.iscode(constant):
+            names |= _names(constant)
+    return names
+
+
+def replaceable(method) -> bool:
+    """Whether ``method`` is the re-evaluation method the patch replaces."""
+    code = getattr(method, "__code__", None)
+    if code is None:
+        return False
+    try:
+        parameters = list(inspect.signature(method).parameters)
+    except (TypeError, ValueError):
+        return False
+    return parameters == _ORIGINAL_PARAMETERS and _names(code) == _ORIGINAL_NAMES
 
 
 def coalesce_rescheduling(scheduler_class=None) -> bool:
     """Make ``scheduler_class._schedule_reevalutation`` (Snakemake's
     ``JobScheduler`` by default) keep at most one pending re-evaluation timer
     per scheduler, a daemon one (so none holds the exit). False, changing
-    nothing, when the class has no such method (another Snakemake)."""
+    nothing, when the class has no such method or not the one it replaces."""
     if scheduler_class is None:
         try:
             from snakemake.scheduling.job_scheduler import JobScheduler as scheduler_class
         except ImportError:
             return False
-    original = getattr(scheduler_class, "_schedule_reevalutation", None)
-    if original is None:
-        return False
+    original = getattr(scheduler_class, METHOD, None)
     if getattr(original, "coalesced", False):
         return True
+    if not replaceable(original):
+        return False
 
     def schedule_reevaluation(self, delay):
-        with _LOCK:
-            if getattr(self, _PENDING, False):
-                return  # the pending timer's round asks again if it needs to
-            setattr(self, _PENDING, True)
-
-        def fire():
+        try:
+            release = self._open_jobs.release  # what the timer calls: checked before relying on it
+            if not callable(release):
+                raise TypeError("_open_jobs.release is not callable")
             with _LOCK:
-                setattr(self, _PENDING, False)  # before the release: that round may arm the next
-            self._open_jobs.release()
+                if getattr(self, _PENDING, False):
+                    return  # the pending timer's round asks again if it needs to
+                setattr(self, _PENDING, True)
 
-        timer = threading.Timer(delay, fire)
-        timer.daemon = True
-        timer.start()
+            def fire():
+                with _LOCK:
+                    setattr(self, _PENDING, False)  # before the release: that round may arm the next
+                release()
+
+            timer = threading.Timer(delay, fire)
+            timer.daemon = True
+            timer.start()
+        except Exception as error:  # Snakemake's own way, then
+            with _LOCK:
+                setattr(self, _PENDING, False)
+            print(f"cqb: the scheduler's timer patch failed ({type(error).__name__}: {error}); "
+                  "Snakemake's own re-evaluation instead", file=sys.stderr)
+            original(self, delay)
 
     schedule_reevaluation.coalesced = True
     schedule_reevaluation.original = original
-    scheduler_class._schedule_reevalutation = schedule_reevaluation
+    setattr(scheduler_class, METHOD, schedule_reevaluation)
     return True

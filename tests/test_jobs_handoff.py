@@ -1,14 +1,14 @@
-"""The run server (cqb.run_server): jobs forked from one preloaded process
-write the same run files as jobs that start their own Python, pass on exit
-codes and messages, die with their job, and fall back when no server answers;
-the same through the compiled job client (run_client.c), which sends what the
-Python client sends."""
+"""The job hand-off (cqb.jobs): jobs forked from one preloaded server write
+the same run files as jobs that start their own Python, pass on exit codes
+and messages, die with their job, and fall back when no server takes them;
+the same through the compiled job client (client.c, built by the package
+build), which sends what the Python client sends."""
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
+import re
 import signal
 import socket
 import subprocess
@@ -20,8 +20,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cqb import run_client as run_server
-from cqb.run_client import EXIT_STATUS, REQUEST_LIMIT, RUN_CLIENT_VARIABLE, RUN_FALLBACK_VARIABLE, RUN_SERVER_VARIABLE
+from cqb.jobs import client as run_client
+from cqb.jobs.client import (EXIT_STATUS, REQUEST_LIMIT, RUN_CLIENT_VARIABLE, RUN_FALLBACK_VARIABLE,
+                             RUN_SERVER_VARIABLE, STARTED)
 
 pytestmark = pytest.mark.skipif(not (hasattr(socket, "send_fds") and Path("/proc/self/stat").exists()),
                                 reason="the run server's tests need socket.send_fds and /proc")
@@ -29,10 +30,10 @@ pytestmark = pytest.mark.skipif(not (hasattr(socket, "send_fds") and Path("/proc
 CQB = [sys.executable, "-m", "cqb.cli"]
 LOOP_START = "cqb: loop start"
 SERVER_VARIABLES = (RUN_SERVER_VARIABLE, RUN_CLIENT_VARIABLE, RUN_FALLBACK_VARIABLE)
-HAS_COMPILER = shutil.which(run_server.c_compiler()[0]) is not None
+HAS_CLIENT = run_client.current_client() is not None
 needs_compiler = pytest.mark.skipif(
-    not HAS_COMPILER, reason="no C compiler ($CC, Python's own or cc): the compiled job client cannot be built, "
-                             "and jobs use `cqb run`, which the other tests cover")
+    not HAS_CLIENT, reason="the package build made no current job client (no C compiler?): jobs use `cqb run`, "
+                           "which the other tests cover")
 
 
 def _children(pid: int) -> list[int]:
@@ -48,6 +49,19 @@ def _children(pid: int) -> list[int]:
     return children
 
 
+def _gone(pid: int, seconds: float = 30) -> bool:
+    """Whether ``pid`` has exited (a zombie counts: it runs no more)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in "ZX":
+                return True
+        except (OSError, IndexError):
+            return True
+        time.sleep(0.02)
+    return False
+
+
 def _own_environment(monkeypatch):
     """Let a test start its own server: the module's server variables come back after it."""
     for name in SERVER_VARIABLES:
@@ -59,12 +73,13 @@ def _own_environment(monkeypatch):
 
 @pytest.fixture(scope="module")
 def server():
-    started = run_server.start()
+    started = run_client.start()
     assert started is not None, "the run server did not start"
     socket_path = os.environ[RUN_SERVER_VARIABLE]
+    assert os.stat(started.folder).st_mode & 0o777 == 0o700  # the folder keeps other users out
     yield started, socket_path
     started.stop()
-    assert started.poll() is not None
+    assert started.process.poll() is not None
     assert not os.path.exists(os.path.dirname(socket_path)), "the server's folder (socket, client) is left"
     assert not set(SERVER_VARIABLES) & set(os.environ)
 
@@ -72,10 +87,10 @@ def server():
 @pytest.fixture(scope="module")
 def client(server):
     """The compiled job client the module's server built."""
-    if not HAS_COMPILER:
+    if not HAS_CLIENT:
         pytest.skip(needs_compiler.kwargs["reason"])
     started, _ = server
-    assert started.client is not None, f"no compiled client although {run_server.c_compiler()} exists"
+    assert started.client == run_client.CLIENT_BINARY
     assert os.environ[RUN_CLIENT_VARIABLE] == started.client
     return started.client
 
@@ -209,6 +224,7 @@ def test_the_compiled_client_exits_with_the_status_of_a_killed_run(server, clien
         (child,) = _children(started.pid)
         os.kill(child, signal.SIGKILL)
         assert job.wait(30) == 128 + signal.SIGKILL  # as a shell reports a killed command
+        assert job.stderr.read().endswith("cqb: the run was killed by signal SIGKILL\n")  # in the job's log
     finally:
         job.kill()
         job.wait()
@@ -232,15 +248,15 @@ def test_without_a_server_the_job_runs_in_its_own_process(tmp_path, request, com
 
 @pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=needs_compiler)],
                          ids=["python client", "compiled client"])
-def test_a_job_whose_server_is_killed_mid_run_runs_in_its_own_process(tmp_path, monkeypatch, compiled):
+def test_a_job_whose_server_is_killed_mid_run_fails_and_its_run_dies_with_the_server(tmp_path, monkeypatch, compiled):
     _own_environment(monkeypatch)
-    started = run_server.start(client=compiled)
+    started = run_client.start(client=compiled)
     try:
         assert (started.client is not None) == compiled
-        # 100,000 rounds: about a second, long enough to kill the server first
+        # a million rounds: far longer than the test takes to kill the server
         job = subprocess.Popen(["/bin/sh", "-c", 'umask 027; exec "$@"', "sh",
                                 *([started.client] if compiled else CQB), "run", "--policy", "random", "--seed", "2",
-                                "--horizon", "100000", "--dim", "2", "--slack", "0.01",
+                                "--horizon", "1000000", "--dim", "2", "--slack", "0.01",
                                 "--out", str(tmp_path / "run.npz")],
                                env=_environment(started.socket_path, {"CQB_REPORT_LOOP_START": "1"}),
                                stderr=subprocess.PIPE, text=True)
@@ -248,18 +264,18 @@ def test_a_job_whose_server_is_killed_mid_run_runs_in_its_own_process(tmp_path, 
             if line.startswith(LOOP_START):
                 break
         orphans = _children(started.pid)
-        started.kill()
-        started.wait()
-        for orphan in orphans:  # a SIGKILLed server cannot end its runs; here they would race the job's own
-            os.kill(orphan, signal.SIGKILL)
+        assert orphans
+        started.process.kill()
+        started.process.wait()
         rest = job.stderr.read()
         job.stderr.close()
-        assert job.wait(60) == 0, rest
+        # the run had started: it must not run again in the job's process
+        assert job.wait(60) == run_client.LOST_AFTER_START, rest
     finally:
         started.stop()
-    assert rest.splitlines()[0] == "cqb: the run server went away; running in this process"
-    assert "random seed 2: Q(T) =" in rest
-    assert (tmp_path / "run.npz").stat().st_mode & 0o777 == 0o640  # with the job's umask
+    assert rest.splitlines() == ["cqb: the run server went away during the run; this job fails, to be rerun"]
+    assert all(_gone(orphan, seconds=10) for orphan in orphans), "the run outlived its server"
+    assert not (tmp_path / "run.npz").exists()
 
 
 class FakeServer:
@@ -293,6 +309,7 @@ class FakeServer:
                 self.requests.append((message, len(fds)))
                 return
             if self.reply is not None:
+                connection.send(STARTED)
                 connection.send(EXIT_STATUS.pack(self.reply))
 
     def close(self):
@@ -414,9 +431,9 @@ def test_the_awkward_environment_reaches_a_real_run(server, client, tmp_path):
 
 def test_a_forked_run_gets_exactly_the_jobs_environment():
     """The child changes only what differs from the server's environment
-    (run_server._use_environment); what it ends with is the job's, at the C
+    (server._use_environment); what it ends with is the job's, at the C
     level too (what a subprocess of the run inherits)."""
-    script = ("import json, os, subprocess, sys; from cqb.run_server import _use_environment; "
+    script = ("import json, os, subprocess, sys; from cqb.jobs.server import _use_environment; "
               "os.environ.update(CQB_ONLY_SERVER='1', CQB_BOTH='server'); _use_environment(json.loads(sys.argv[1])); "
               "inherited = os.fsdecode(subprocess.run(['env', '-0'], capture_output=True).stdout); "
               "print(json.dumps([dict(os.environ), dict(line.split('=', 1) for line in inherited.split('\\0') if line)]))")
@@ -429,26 +446,36 @@ def test_a_forked_run_gets_exactly_the_jobs_environment():
     assert python_level == c_level == job
 
 
-WORKFLOW_JOB = ('set -euo pipefail; "${CQB_RUN_CLIENT:-cqb}" run --policy random --seed 1 --horizon 50 '
+def _job_prefix() -> str:
+    """The simulate rule's choice of client, from the rule itself (Snakemake's {{ }} unescaped)."""
+    text = (REPO / "workflow" / "rules" / "simulate.smk").read_text()
+    (prefix,) = re.findall(r"'(cqb_job\(\) .*?; )'", text)
+    return prefix.replace("{{", "{").replace("}}", "}")
+
+
+REPO = Path(__file__).resolve().parent.parent
+WORKFLOW_JOB = ("set -euo pipefail; " + _job_prefix() + 'cqb_job run --policy random --seed 1 --horizon 50 '
                 '--out "$1" 2> "$2"')
 
 
-@pytest.mark.parametrize("compiler", ["/bin/false", "/no/such/cc"])
-def test_without_a_compiled_client_workflow_jobs_use_cqb_run(tmp_path, monkeypatch, compiler):
-    _own_environment(monkeypatch)
-    monkeypatch.setenv("CC", compiler)
-    started = run_server.start()
-    try:
-        assert started is not None and started.client is None
-        assert RUN_CLIENT_VARIABLE not in os.environ and os.environ[RUN_SERVER_VARIABLE] == started.socket_path
-        env = dict(os.environ, PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]))
-        done = subprocess.run(["bash", "-c", WORKFLOW_JOB, "job", str(tmp_path / "run.npz"), str(tmp_path / "log")],
-                              env=env, capture_output=True, text=True)
-    finally:
-        started.stop()
+@pytest.mark.parametrize("client_file", ["unset", "missing", "not executable"])
+def test_without_a_compiled_client_workflow_jobs_use_cqb_run(server, tmp_path, client_file):
+    """Whatever became of the client (never built, deleted, its folder gone),
+    the job line runs `cqb run`, which the server still takes."""
+    _, socket_path = server
+    extra = {}
+    if client_file != "unset":
+        extra[RUN_CLIENT_VARIABLE] = str(tmp_path / "client")
+        if client_file == "not executable":
+            (tmp_path / "client").write_text("#!/bin/sh\nexit 99\n")
+    env = _environment(socket_path, extra)
+    env.pop(RUN_CLIENT_VARIABLE, None) if client_file == "unset" else None
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env["PATH"]])
+    done = subprocess.run(["bash", "-c", WORKFLOW_JOB, "job", str(tmp_path / "run.npz"), str(tmp_path / "log")],
+                          env=env, capture_output=True, text=True)
     assert done.returncode == 0, (tmp_path / "log").read_text()
     assert (tmp_path / "run.npz").exists()
-    assert not os.path.exists(os.path.dirname(started.socket_path))
+    assert "random seed 1: Q(T) =" in (tmp_path / "log").read_text()
 
 
 @needs_compiler
@@ -464,15 +491,18 @@ def test_the_workflow_job_line_runs_the_compiled_client(server, client, tmp_path
     assert (tmp_path / "used").exists() and (tmp_path / "run.npz").exists()
 
 
-def test_the_compiler_is_cc_when_set(monkeypatch):
-    monkeypatch.setenv("CC", "ccache  gcc -m64")
-    assert run_server.c_compiler() == ["ccache", "gcc", "-m64"]
-    monkeypatch.delenv("CC")
-    assert shutil.which(run_server.c_compiler()[0]) or run_server.c_compiler() == ["cc"]
+@needs_compiler
+def test_a_client_built_from_another_source_is_not_used(tmp_path):
+    assert run_client.current_client() == run_client.CLIENT_BINARY  # built from today's client.c
+    stale = tmp_path / "job-client"
+    stale.write_text("#!/bin/sh\necho 0123abcd\n")
+    stale.chmod(0o755)
+    assert run_client.current_client(str(stale)) is None
+    assert run_client.current_client(str(tmp_path / "missing")) is None
 
 
 def test_the_server_stops_when_the_process_that_started_it_is_gone(tmp_path):
-    script = ("import os, sys, time; from cqb import run_client; server = run_client.start(); "
+    script = ("import os, sys, time; from cqb.jobs import client; server = client.start(); "
               "print(server.pid, os.environ['CQB_RUN_SERVER'], flush=True); os._exit(0)")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     pid, socket_path = done.stdout.split()

@@ -1,17 +1,21 @@
-/* The compiled job client of the run server (cqb.run_server): what
- * cqb.run_client.forward does for a `cqb run` job, without starting Python.
+/* The compiled job client (docs/jobs.md): what cqb.jobs.client.forward does
+ * for a `cqb run` job, without starting Python.
  *
  *     $CQB_RUN_CLIENT run --policy ... --out FILE 2> LOG
  *
  * connects to the socket in $CQB_RUN_SERVER, sends one JSON message
- * {"argv", "cwd", "env", "umask"} with fds 1 and 2 (SCM_RIGHTS), waits for
- * the 4-byte big-endian exit status of the server's forked run and exits with
- * it. Where no server answers (no variable, no socket, a request it cannot
- * take, the server gone before the reply) it execs the Python command
+ * {"argv", "cwd", "env", "umask"} with fds 1 and 2 (SCM_RIGHTS) and waits for
+ * the server's replies: "started" (the forked run is about to start), then the
+ * run's 4-byte big-endian exit status, which it exits with. Where no server
+ * took the run (no variable, no socket, a request it cannot send, a refusal,
+ * or no "started" before the server went away) it execs the Python command
  * instead, $CQB_RUN_FALLBACK or else `cqb` on PATH, with the same arguments
  * and without $CQB_RUN_SERVER: the run then happens in that process, as
- * without a server. The workflow compiles this file at its start
- * (cqb.run_client.build_client); standard C and POSIX only.
+ * without a server. A server lost after "started" is exit 75 (the run may
+ * have begun: it must not run twice). The package build (setup.py) compiles
+ * this file with its own SHA-256 as CLIENT_SOURCE_HASH, printed by
+ * `--source-hash`, so that a client older than this source is not used.
+ * Standard C and POSIX only.
  *
  * A killed client kills its run: the server kills the forked child when the
  * job's connection closes, which the kernel does when this process dies.
@@ -32,7 +36,14 @@
 
 #define RUN_SERVER_VARIABLE "CQB_RUN_SERVER"
 #define RUN_FALLBACK_VARIABLE "CQB_RUN_FALLBACK"
-#define REQUEST_LIMIT (1 << 20) /* cqb.run_client.REQUEST_LIMIT: what the server reads */
+#define REQUEST_LIMIT (1 << 20) /* cqb.jobs.client.REQUEST_LIMIT: what the server reads */
+#define REPLY_LIMIT 4096
+#define STARTED "started"        /* cqb.jobs.client.STARTED */
+#define REFUSED "refused: "      /* cqb.jobs.client.REFUSED */
+#define LOST_AFTER_START 75      /* cqb.jobs.client.LOST_AFTER_START */
+#ifndef CLIENT_SOURCE_HASH
+#define CLIENT_SOURCE_HASH "unknown"
+#endif
 
 extern char **environ;
 
@@ -165,7 +176,7 @@ static int named_before(size_t index, size_t name_length) {
     return 0;
 }
 
-/* The request, as cqb.run_client.forward builds it; 0 when it cannot be built. */
+/* The request, as cqb.jobs.client.forward builds it; 0 when it cannot be built. */
 static int build_request(struct buffer *out, int argc, char **argv) {
     char number[32];
     append_text(out, "{\"argv\": [");
@@ -254,18 +265,37 @@ static int forward(const char *socket_path, int argc, char **argv, int *status) 
         return 0;
     }
 
-    unsigned char reply[4];
+    char reply[REPLY_LIMIT + 1];
     ssize_t received;
     do
-        received = recv(connection, reply, sizeof reply, 0);
+        received = recv(connection, reply, REPLY_LIMIT, 0);
     while (received < 0 && errno == EINTR);
-    close(connection);
-    if (received != (ssize_t)sizeof reply) {
+    size_t refused_length = strlen(REFUSED);
+    if (received >= (ssize_t)refused_length && memcmp(reply, REFUSED, refused_length) == 0) {
+        close(connection);
+        reply[received] = '\0';
+        fprintf(stderr, "cqb: the run server did not take this run (%s); running in this process\n",
+                reply + refused_length);
+        return 0;
+    }
+    if (received != (ssize_t)strlen(STARTED) || memcmp(reply, STARTED, strlen(STARTED)) != 0) {
+        close(connection);
         fputs("cqb: the run server went away; running in this process\n", stderr);
         return 0;
     }
-    /* signed, as cqb.run_client.EXIT_STATUS ("!i") reads it */
-    *status = (int)(((unsigned)reply[0] << 24) | ((unsigned)reply[1] << 16) | ((unsigned)reply[2] << 8) | reply[3]);
+    unsigned char status_bytes[4];
+    do
+        received = recv(connection, status_bytes, sizeof status_bytes, 0);
+    while (received < 0 && errno == EINTR);
+    close(connection);
+    if (received != (ssize_t)sizeof status_bytes) {
+        fputs("cqb: the run server went away during the run; this job fails, to be rerun\n", stderr);
+        *status = LOST_AFTER_START;
+        return 1;
+    }
+    /* signed, as cqb.jobs.client.EXIT_STATUS ("!i") reads it */
+    *status = (int)(((unsigned)status_bytes[0] << 24) | ((unsigned)status_bytes[1] << 16) |
+                    ((unsigned)status_bytes[2] << 8) | status_bytes[3]);
     return 1;
 }
 
@@ -281,6 +311,10 @@ static int run_in_own_process(char **argv) {
 }
 
 int main(int argc, char **argv) {
+    if (argc == 2 && strcmp(argv[1], "--source-hash") == 0) {
+        puts(CLIENT_SOURCE_HASH);
+        return 0;
+    }
     const char *socket_path = getenv(RUN_SERVER_VARIABLE);
     /* only `run` goes to the server, as in cqb.cli.main */
     if (socket_path && *socket_path && argc > 1 && strcmp(argv[1], "run") == 0) {

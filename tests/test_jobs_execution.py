@@ -1,0 +1,187 @@
+"""The execution switches (config key `execution`): how jobs run, not what
+they compute, so not part of the config hash; and the scheduler patch they
+switch on (cqb.pipeline.scheduling), checked against the method it replaces
+and on a real Snakemake run."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+import textwrap
+import threading
+
+import pytest
+import yaml
+
+from conftest import REPO
+from cqb.pipeline.config_schema import validate_config
+from cqb.pipeline.results import config_hash
+from cqb.pipeline.scheduling import coalesce_rescheduling, replaceable
+
+SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
+
+
+def _config() -> dict:
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    validate_config(config, SCHEMA)  # with the schema's defaults, as the workflow hashes it
+    return config
+
+
+def test_the_execution_switches_default_on_and_stay_out_of_the_config_hash():
+    config = _config()
+    assert config["execution"] == {"run_server": True, "run_client": True, "coalesce_rescheduling": True}
+    for switch in config["execution"]:
+        flipped = copy.deepcopy(config)
+        flipped["execution"][switch] = False
+        assert config_hash(flipped) == config_hash(config), switch
+    science = copy.deepcopy(config)
+    science["aggregate"]["ddof"] = 0
+    assert config_hash(science) != config_hash(config)
+    experiment = copy.deepcopy(config)
+    experiment["experiments"]["synthetic_base"]["seeds"] += 1
+    assert config_hash(experiment) != config_hash(config)
+
+
+def test_an_execution_switch_outside_its_group_is_refused_by_name():
+    from cqb.pipeline.config_schema import ConfigError
+
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    config["run_server"] = False
+    with pytest.raises(ConfigError, match="unknown config key run_server"):
+        validate_config(config, SCHEMA)
+
+
+# ------------------------------------------------------------------ the scheduler patch
+
+class FakeScheduler:
+    """What Snakemake 9's JobScheduler does in the method the patch replaces."""
+
+    def __init__(self):
+        self._open_jobs = threading.Semaphore(0)
+
+    def _schedule_reevalutation(self, delay):
+        threading.Timer(delay, lambda: self._open_jobs.release()).start()
+
+
+def test_the_patch_leaves_alone_a_method_it_was_not_written_for():
+    class NewParameter(FakeScheduler):
+        def _schedule_reevalutation(self, delay, reason=None):
+            threading.Timer(delay, lambda: self._open_jobs.release()).start()
+
+    class RenamedSemaphore(FakeScheduler):
+        def _schedule_reevalutation(self, delay):
+            threading.Timer(delay, lambda: self._jobs_ready.release()).start()
+
+    class MoreWork(FakeScheduler):
+        def _schedule_reevalutation(self, delay):
+            self.rounds = getattr(self, "rounds", 0) + 1
+            threading.Timer(delay, lambda: self._open_jobs.release()).start()
+
+    for changed in (NewParameter, RenamedSemaphore, MoreWork):
+        original = changed._schedule_reevalutation
+        assert not replaceable(original), changed.__name__
+        assert coalesce_rescheduling(changed) is False
+        assert changed._schedule_reevalutation is original
+    assert replaceable(FakeScheduler._schedule_reevalutation)
+
+
+def test_the_installed_snakemake_has_the_method_the_patch_was_written_for():
+    from snakemake.scheduling.job_scheduler import JobScheduler
+
+    assert replaceable(getattr(JobScheduler._schedule_reevalutation, "original", JobScheduler._schedule_reevalutation))
+
+
+def test_where_its_own_way_fails_the_patch_calls_the_original(capsys, monkeypatch):
+    armed = []
+
+    class RecordingTimer:
+        def __init__(self, delay, function):
+            armed.append((delay, function.__name__))
+
+        def start(self):
+            pass
+
+    class Scheduler(FakeScheduler):
+        pass
+
+    assert coalesce_rescheduling(Scheduler)
+    monkeypatch.setattr(threading, "Timer", RecordingTimer)
+    scheduler = Scheduler()
+    scheduler._schedule_reevalutation(0.5)
+    assert armed == [(0.5, "fire")]  # its own way
+    broken = Scheduler()
+    broken._open_jobs = object()  # what a changed attribute looks like: no release()
+    broken._schedule_reevalutation(0.25)
+    assert armed[1:] == [(0.25, "<lambda>")]  # the original's timer
+    assert "Snakemake's own re-evaluation instead" in capsys.readouterr().err
+
+
+TIMER_SNAKEFILE = textwrap.dedent('''
+    import json, threading
+    from pathlib import Path
+    from cqb.pipeline.scheduling import coalesce_rescheduling
+
+    class CountingTimer(threading.Timer):
+        """Every Timer Snakemake (or the patch) arms: how many are pending at once."""
+        lock = threading.Lock()
+        pending = peak = armed = 0
+
+        def start(self):
+            with CountingTimer.lock:
+                CountingTimer.pending += 1
+                CountingTimer.armed += 1
+                CountingTimer.peak = max(CountingTimer.peak, CountingTimer.pending)
+            super().start()
+
+        def run(self):
+            try:
+                super().run()
+            finally:
+                with CountingTimer.lock:
+                    CountingTimer.pending -= 1
+
+    threading.Timer = CountingTimer
+    if config["patch"]:
+        assert coalesce_rescheduling()
+
+    rule all:
+        input: expand("out/{i}.txt", i=range(60))
+
+    rule one:
+        output: "out/{i}.txt"
+        shell: "echo {wildcards.i} > {output}"
+
+    onsuccess:
+        Path("timers.json").write_text(json.dumps({"peak": CountingTimer.peak, "armed": CountingTimer.armed}))
+''')
+
+
+def _timers(tmp_path, patch: bool) -> dict:
+    (tmp_path / "Snakefile").write_text(TIMER_SNAKEFILE)
+    done = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "--config", f"patch={patch}"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads((tmp_path / "timers.json").read_text())
+
+
+def test_with_the_patch_a_real_run_keeps_at_most_one_pending_timer(tmp_path):
+    timers = _timers(tmp_path, patch=True)
+    assert timers["armed"] >= 1  # the rounds asked for re-evaluation
+    assert timers["peak"] <= 1
+
+
+def test_the_fault_table_names_tests_that_exist_and_the_values_the_code_uses():
+    import re
+
+    from cqb.jobs.client import LOST_AFTER_START
+
+    text = (REPO / "docs" / "jobs.md").read_text()
+    table = text[text.index("## Faults and their tests"):]
+    named = set(re.findall(r"`(test_\w+)`", table))
+    defined = {name for path in (REPO / "tests").glob("test_jobs_*.py")
+               for name in re.findall(r"^def (test_\w+)", path.read_text(), re.MULTILINE)}
+    assert named and named <= defined, sorted(named - defined)
+    assert "LOST_AFTER_START" in text and "REQUEST_TIMEOUT" in text and "REQUEST_LIMIT" in text
+    assert LOST_AFTER_START == 75  # EX_TEMPFAIL of sysexits.h, as the page calls it
