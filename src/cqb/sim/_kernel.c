@@ -9,7 +9,8 @@
  * What is here: the cached UCB refresh and argmax, the estimator update (store
  * the sample; an exact warm-started Newton refit on the geometric schedule,
  * else one online Newton step with Sherman–Morrison on V⁻¹ and H⁻¹) and the
- * confidence width. What is not: the projection onto the ball (rare; Python
+ * confidence width; and the rejection sampler's acceptance screen
+ * (screen_contexts). What is not: the projection onto the ball (rare; Python
  * runs it with scipy when update() reports the MLE outside the ball).
  *
  * Plain C over the buffer protocol: no numpy headers at build time. Loops sum
@@ -592,8 +593,83 @@ static PyTypeObject CoreType = {
     .tp_getset = core_getset,
 };
 
+/* screen_contexts(raw, theta, low, high, codes) -> number of rows coded 1.
+ *
+ * The rejection sampler's acceptance test (cqb.sim.instances._passes on the
+ * unit rows raw / ‖raw‖) in one pass over the raw draws, without writing the
+ * unit rows: per row the largest score max_k (raw·θ_k) / ‖raw‖, coded 1 if it
+ * is ≥ high, 0 if ≤ low, 2 (undecided) in between. The caller puts low and
+ * high a safe distance outside today's decision band, so that a row coded 0
+ * or 1 is decided the same way by numpy's scores however their sums round;
+ * the few undecided rows are decided by the numpy reference itself. */
+static PyObject *screen_contexts(PyObject *Py_UNUSED(module), PyObject *args) {
+    PyObject *raw_obj, *theta_obj, *codes_obj;
+    double low, high;
+    if (!PyArg_ParseTuple(args, "OOddO", &raw_obj, &theta_obj, &low, &high, &codes_obj)) return NULL;
+    Py_buffer raw, theta, codes;
+    if (PyObject_GetBuffer(raw_obj, &raw, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_ND) < 0) return NULL;
+    if (PyObject_GetBuffer(theta_obj, &theta, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_ND) < 0) {
+        PyBuffer_Release(&raw);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(codes_obj, &codes, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE | PyBUF_FORMAT | PyBUF_ND) < 0) {
+        PyBuffer_Release(&raw);
+        PyBuffer_Release(&theta);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    if (raw.ndim != 2 || theta.ndim != 2 || codes.ndim != 1 || raw.itemsize != 8 || theta.itemsize != 8
+        || codes.itemsize != 1 || raw.shape[1] != theta.shape[1] || codes.shape[0] != raw.shape[0]
+        || strcmp(raw.format, "d") != 0 || strcmp(theta.format, "d") != 0) {
+        PyErr_SetString(PyExc_ValueError, "cqb.sim._kernel.screen_contexts: raw (n, d) and theta (K, d) "
+                        "float64, codes (n,) uint8, all C-contiguous");
+        goto done;
+    }
+    {
+        const Py_ssize_t n = raw.shape[0], d = raw.shape[1], k_servers = theta.shape[0];
+        const double *x = raw.buf, *th = theta.buf;
+        unsigned char *code = codes.buf;
+        Py_ssize_t accepted = 0;
+        for (Py_ssize_t i = 0; i < n; i++, x += d) {
+            double squares = 0.0;
+            for (Py_ssize_t j = 0; j < d; j++) squares += x[j] * x[j];
+            double best = -HUGE_VAL;
+            for (Py_ssize_t k = 0; k < k_servers; k++) {
+                const double *row = th + k * d;
+                double score = 0.0;
+                for (Py_ssize_t j = 0; j < d; j++) score += x[j] * row[j];
+                if (score > best) best = score;
+            }
+            /* μ and 1/‖x‖ > 0 keep the order: scale the best score only */
+            const double norm = sqrt(squares);
+            const double scaled = best / norm;
+            if (scaled >= high) {
+                code[i] = 1;
+                accepted++;
+            } else if (scaled <= low) {
+                code[i] = 0;
+            } else {
+                code[i] = 2;
+            }
+        }
+        result = PyLong_FromSsize_t(accepted);
+    }
+done:
+    PyBuffer_Release(&raw);
+    PyBuffer_Release(&theta);
+    PyBuffer_Release(&codes);
+    return result;
+}
+
+static PyMethodDef module_methods[] = {
+    {"screen_contexts", screen_contexts, METH_VARARGS,
+     "screen_contexts(raw, theta, low, high, codes) -> rows coded 1: codes[i] = 1 if "
+     "max_k raw_i·theta_k / |raw_i| >= high, 0 if <= low, 2 otherwise"},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef kernel_module = {
-    PyModuleDef_HEAD_INIT, "cqb.sim._kernel", "Compiled per-round work of the CQB policies.", -1, NULL,
+    PyModuleDef_HEAD_INIT, "cqb.sim._kernel", "Compiled per-round work of the CQB policies.", -1, module_methods,
     NULL, NULL, NULL, NULL,
 };
 
