@@ -542,7 +542,7 @@ def test_run_metadata_names_every_field():
     assert result.queue.dtype == result.oracle_queue.dtype == np.int64
     metadata = result.metadata
     assert set(metadata) == {"policy", "policy_params", "instance_spec", "instance", "seed", "horizon", "arrivals",
-                             "package_version"}
+                             "trace_hash", "package_version"}
     assert (metadata["policy"], metadata["seed"], metadata["horizon"]) == ("random", 3, 50)
     assert metadata["instance_spec"] == BASE and metadata["package_version"] == cqb.__version__
 

@@ -1,6 +1,13 @@
 # One job per (instance, horizon, policy label, seed): the policy and the
 # oracle on the seed's common random numbers, saved as one run file by the
 # installed `cqb run` command (no Snakemake import in the job: short start-up).
+# The common random numbers are drawn once per (instance, horizon, seed) by
+# the trace rule (`cqb run --draw-trace`: the contexts of the rejection
+# sampler, θ*, Q*) and read by every policy's job of that seed (`--trace`):
+# the same run file as a job that draws them itself (tests/test_sim_trace.py).
+# Traces are kept, not temp(): a rerun of one policy, or the candidate
+# benchmark beside the paper's run files, would otherwise redraw a trace and
+# make every other run of its seed look older than its input.
 # With the run server, the job is its compiled client instead, CQB_RUN_CLIENT
 # (cqb.run_client; `cqb` where none was built): the same arguments, the same
 # run file, a few milliseconds of CPU where a Python client takes some 35.
@@ -17,9 +24,58 @@ wildcard_constraints:
     experiment="[A-Za-z0-9_]+",
 
 
+TRACE_FILE = f"{RESULTS}/traces/{{instance_id}}/T{{horizon}}/seed{{seed}}.npz"
+# (instance id, horizon) -> the instance spec its runs share
+TRACE_INSTANCES = {(run.instance_id, str(run.horizon)): run.instance for run in PLAN.runs.values()}
+
+
+def trace_instance(wildcards):
+    key = (wildcards.instance_id, wildcards.horizon)
+    if key not in TRACE_INSTANCES:
+        raise ValueError(f"no experiment in the config runs instance {key[0]} at T = {key[1]}")
+    return TRACE_INSTANCES[key]
+
+
+def trace_inputs(wildcards):
+    instance = trace_instance(wildcards)
+    return {"pool": instance["pool"]} if instance["kind"] == "pool" else {}
+
+
+def trace_instance_json(wildcards, input):
+    instance = dict(trace_instance(wildcards))
+    if "pool" in input.keys():
+        instance["pool"] = input.pool
+    return json.dumps(instance, sort_keys=True)
+
+
+rule trace:
+    input:
+        unpack(trace_inputs),
+    output:
+        TRACE_FILE,
+    params:
+        instance=trace_instance_json,
+        code_hash=CODE_HASH,
+    log:
+        f"{LOGS}/trace/{{instance_id}}/T{{horizon}}/seed{{seed}}.log",
+    threads: 1
+    resources:
+        runtime=10,
+        mem_mb=1000,
+    # before the policies' jobs that wait for it
+    priority: 1
+    conda:
+        "../envs/simulate.yaml"
+    shell:
+        '"${{CQB_RUN_CLIENT:-cqb}}" run --draw-trace --instance-spec {params.instance:q}'
+        " --horizon {wildcards.horizon} --seed {wildcards.seed}"
+        " --code-hash {params.code_hash} --out {output:q} 2> {log:q}"
+
+
 rule simulate:
     input:
         unpack(simulate_inputs),
+        trace=TRACE_FILE,
     output:
         RUN_FILE,
     params:
@@ -39,4 +95,4 @@ rule simulate:
     shell:
         '"${{CQB_RUN_CLIENT:-cqb}}" run --instance-spec {params.instance:q} --policy {params.policy}'
         " --params {params.policy_params:q} --horizon {wildcards.horizon} --seed {wildcards.seed}"
-        " --code-hash {params.code_hash} --out {output:q} 2> {log:q}"
+        " --trace {input.trace:q} --code-hash {params.code_hash} --out {output:q} 2> {log:q}"

@@ -60,9 +60,13 @@ class Instance:
         """μ(xᵀθ*_k) for every row x of ``contexts`` and every server k."""
         return logistic(contexts @ self.theta.T)
 
+    def sample_context_rows(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """A pool instance's arrivals: n row indices into the pool, uniform with replacement."""
+        return rng.integers(self.pool.shape[0], size=n)
+
     def sample_contexts(self, n: int, rng: np.random.Generator) -> np.ndarray:
         if self.kind == "pool":
-            return self.pool[rng.integers(self.pool.shape[0], size=n)]
+            return self.pool[self.sample_context_rows(n, rng)]
         return _sample_accepted_contexts(self.theta, self.arrival_rate + self.slack, n, rng,
                                          self.accept_rate)
 

@@ -1,6 +1,6 @@
 """What a simulate job's hand-off to the run server costs, per job, variants side by side (issue 18).
 
-    python tools/handoff_costs.py [--jobs 50] [--rounds 3] [--baseline SRC] [--phases 20]
+    python -m cqb.bench.handoff_costs [--jobs 50] [--rounds 3] [--baseline SRC] [--phases 20]
 
 Starts a run server from this checkout (cqb.run_client.start, which also
 builds the compiled client) and, with ``--baseline``, one from another source

@@ -36,9 +36,9 @@ from pathlib import Path
 
 import yaml
 
-from .pipeline.results import SNAKEMAKE_LAUNCHER
+from ..pipeline.results import SNAKEMAKE_LAUNCHER
 
-REPOSITORY = Path(__file__).resolve().parents[2]
+REPOSITORY = Path(__file__).resolve().parents[3]
 # Snakemake finds a workflow profile by itself only in profiles/ beside the
 # Snakefile; ours is named, as the README's command names it.
 PROFILE = REPOSITORY / "workflow" / "profiles" / "default"
@@ -135,7 +135,7 @@ def pipeline_main(args) -> str:
 def simulation_cpu(results_dir: Path) -> dict[Path, float]:
     """Each simulate log under ``results_dir`` → the run's own CPU seconds (its
     last line; logs without one, of runs that did not finish, are left out)."""
-    from .run_client import OWN_CPU
+    from ..run_client import OWN_CPU
 
     cpu = {}
     for log in (results_dir / "logs" / "simulate").rglob("*.log"):
