@@ -86,6 +86,28 @@ static void matvec(const double *m, const double *x, double *y, Py_ssize_t d) {
     for (Py_ssize_t a = 0; a < d; a++) y[a] = dot(m + a * d, x, d);
 }
 
+/* dot(a, x, n) over the n_index non-zero entries of x (nonzeros()): each term
+ * goes to the partial sum dot() gives it (j mod 4 in the body, s0 in the
+ * tail), in the same order. A partial sum starts at +0 and is never −0, so the
+ * zero terms dot() adds (an exact ±0) change nothing: the same value, bit for
+ * bit, at a fraction of the cost for one-hot and pixel features. */
+static double dot_sparse(const double *a, const double *x, Py_ssize_t n, const Py_ssize_t *index,
+                         Py_ssize_t n_index) {
+    double s[4] = {0.0, 0.0, 0.0, 0.0};
+    const Py_ssize_t body = n - n % 4;
+    for (Py_ssize_t p = 0; p < n_index; p++) {
+        const Py_ssize_t i = index[p];
+        s[i < body ? (i & 3) : 0] += a[i] * x[i];
+    }
+    return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+/* matvec() for a sparse x (its non-zero entries in index), by dot_sparse(). */
+static void matvec_sparse(const double *m, const double *x, const Py_ssize_t *index, Py_ssize_t n_index,
+                          double *y, Py_ssize_t d) {
+    for (Py_ssize_t a = 0; a < d; a++) y[a] = dot_sparse(m + a * d, x, d, index, n_index);
+}
+
 /* Take a writable C-contiguous buffer of ``count`` items of ``itemsize`` bytes. */
 static void *take(Core *self, PyObject *obj, const char *name, Py_ssize_t count, Py_ssize_t itemsize,
                   int writable) {
@@ -287,11 +309,16 @@ static void rank_one(Core *self, Py_ssize_t k, const double *x, double weight, d
     Py_ssize_t d = self->dim;
     double *v_inv = self->inverses + k * 2 * d * d, *h_inv = v_inv + d * d;
     double *u = self->work + 2 * d, *uh = self->work + 3 * d;
-    matvec(v_inv, x, u, d);
-    double scale = 1.0 / sqrt(1.0 + dot(u, x, d));
+    /* mostly zeros (one-hot, pixels): the products with x over its non-zero entries */
+    Py_ssize_t *index = self->index, m = nonzeros(x, d, index);
+    const int sparse = 2 * m <= d;
+#define MATVEC(mat, out) (sparse ? matvec_sparse(mat, x, index, m, out, d) : matvec(mat, x, out, d))
+#define DOT_X(vec) (sparse ? dot_sparse(vec, x, d, index, m) : dot(vec, x, d))
+    MATVEC(v_inv, u);
+    double scale = 1.0 / sqrt(1.0 + DOT_X(u));
     if (weight > 0.0) {
-        matvec(h_inv, x, uh, d);
-        double scale_h = 1.0 / sqrt(1.0 / weight + dot(uh, x, d));
+        MATVEC(h_inv, uh);
+        double scale_h = 1.0 / sqrt(1.0 / weight + DOT_X(uh));
         for (Py_ssize_t a = 0; a < d; a++) uh[a] *= scale_h;
         for (Py_ssize_t a = 0; a < d; a++)
             for (Py_ssize_t b = 0; b < d; b++) h_inv[a * d + b] -= uh[a] * uh[b];
@@ -300,7 +327,9 @@ static void rank_one(Core *self, Py_ssize_t k, const double *x, double weight, d
     for (Py_ssize_t a = 0; a < d; a++) u[a] *= scale;
     for (Py_ssize_t a = 0; a < d; a++)
         for (Py_ssize_t b = 0; b < d; b++) v_inv[a * d + b] -= u[a] * u[b];
-    matvec(h_inv, x, hx, d);
+    MATVEC(h_inv, hx);
+#undef MATVEC
+#undef DOT_X
 }
 
 static double confidence_width(Core *self, int64_t n_samples, double norm_bound) {
