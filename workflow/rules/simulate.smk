@@ -24,28 +24,7 @@ wildcard_constraints:
     experiment="[A-Za-z0-9_]+",
 
 
-TRACE_FILE = f"{RESULTS}/traces/{{instance_id}}/T{{horizon}}/seed{{seed}}.npz"
-# (instance id, horizon) -> the instance spec its runs share
-TRACE_INSTANCES = {(run.instance_id, str(run.horizon)): run.instance for run in PLAN.runs.values()}
-
-
-def trace_instance(wildcards):
-    key = (wildcards.instance_id, wildcards.horizon)
-    if key not in TRACE_INSTANCES:
-        raise ValueError(f"no experiment in the config runs instance {key[0]} at T = {key[1]}")
-    return TRACE_INSTANCES[key]
-
-
-def trace_inputs(wildcards):
-    instance = trace_instance(wildcards)
-    return {"pool": instance["pool"]} if instance["kind"] == "pool" else {}
-
-
-def trace_instance_json(wildcards, input):
-    instance = dict(trace_instance(wildcards))
-    if "pool" in input.keys():
-        instance["pool"] = input.pool
-    return json.dumps(instance, sort_keys=True)
+include: "trace_common.smk"
 
 
 rule trace:
@@ -62,8 +41,6 @@ rule trace:
     resources:
         runtime=10,
         mem_mb=1000,
-    # before the policies' jobs that wait for it
-    priority: 1
     conda:
         "../envs/simulate.yaml"
     shell:
