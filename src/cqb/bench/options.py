@@ -23,6 +23,11 @@ def add_benchmark_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--variant", action="append", default=[], metavar="NAME='ARGS'",
                         help="extra Snakemake arguments timed beside the profile's (repeatable)")
     parser.add_argument("--cores", type=int, default=2, help="snakemake --cores (default 2)")
+    parser.add_argument("--bench-policies", default="random",
+                        help="with --pipeline: the policies run on each seed, comma-separated (default random)")
+    parser.add_argument("--bench-horizon", type=int, default=500, help="with --pipeline: T (default 500)")
+    parser.add_argument("--baseline-checkout", metavar="DIR",
+                        help="with --pipeline: another checkout (its Snakefile, its .venv) timed beside")
     parser.add_argument("--split", action="store_true",
                         help="where the CPU of a timed pipeline run went (cqb.bench.pipeline_benchmark.run_split)")
     parser.add_argument("--results", default="results", help="with --split: the run's results_dir")
