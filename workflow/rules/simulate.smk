@@ -6,8 +6,10 @@
 # sampler, θ*, Q*) and read by every policy's job of that seed (`--trace`):
 # the same run file as a job that draws them itself (tests/test_sim_trace.py).
 # Traces are kept, not temp(): a rerun of one policy, or the candidate
-# benchmark beside the paper's run files, would otherwise redraw a trace and
-# make every other run of its seed look older than its input.
+# benchmark beside the paper's run files, would otherwise redraw the trace,
+# and Snakemake reruns every run whose input another job of the DAG rewrites
+# ("input files updated by another job"; ancient() does not prevent that),
+# so every other policy of that seed in the same target would run again.
 # With the run server, the job is its compiled client instead, CQB_RUN_CLIENT
 # (cqb.run_client; `cqb` where none was built): the same arguments, the same
 # run file, a few milliseconds of CPU where a Python client takes some 35.
