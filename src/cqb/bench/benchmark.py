@@ -306,7 +306,7 @@ def main(args=None):
         lines.append("")
 
     lines += seeds_table(args.repeats)
-    # the default before CQB-Opt's c_β was retuned: the setting issue 11 timed
+    # the default before CQB-Opt's c_β was retuned, the setting the kernel was first timed at
     lines += seeds_table(args.repeats, params={"bonus_scale": 0.1})
     lines += ["### CQB-Opt per-round cost (decision + update) against queue length and d (K = 5), "
               "numpy / compiled", "",

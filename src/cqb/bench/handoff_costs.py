@@ -1,4 +1,4 @@
-"""What a simulate job's hand-off to the run server costs, per job, variants side by side (issue 18).
+"""What a simulate job's hand-off to the run server costs, per job, variants side by side.
 
     python -m cqb.bench.handoff_costs [--jobs 50] [--rounds 3] [--baseline SRC] [--phases 20]
 

@@ -1,4 +1,4 @@
-"""Which part of a timed full run the powered stages cost (issue 20's budget).
+"""Which part of a timed full run the powered stages cost (the powered evaluation's budget).
 
     python -m cqb.bench.stage_costs RESULTS_DIR TIMINGS_TSV [ROW] [CONFIG]
 
