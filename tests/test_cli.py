@@ -9,7 +9,7 @@ import pytest
 
 from cqb.cli import main
 from cqb.sim.runfile import atomic_write, load_run
-from cqb.sim.simulate import LOOP_START_PROBE
+from cqb.bench.benchmark import CLI_SCRIPT, LOOP_START_LINE
 
 
 def test_cli_runs_and_writes_run_file(tmp_path, capsys):
@@ -66,17 +66,17 @@ def test_run_killed_mid_simulation_exits_by_sigkill_and_leaves_no_file(tmp_path)
     50,000 rounds of the numpy kernel are seconds of work (~4 s here) against
     a kill that follows the line within milliseconds."""
     out = tmp_path / "killed.npz"
-    process = subprocess.Popen([sys.executable, "-m", "cqb.cli", "run", "--policy", "cqb_opt", "--seed", "0",
+    process = subprocess.Popen([sys.executable, "-c", CLI_SCRIPT, "run", "--policy", "cqb_opt", "--seed", "0",
                                 "--horizon", "50000", "--set", "kernel=numpy", "--out", str(out)],
-                               stderr=subprocess.PIPE, text=True, env={**os.environ, LOOP_START_PROBE: "1"})
+                               stderr=subprocess.PIPE, text=True)
     try:
         before_the_loop = []
         for line in process.stderr:
             before_the_loop.append(line)
-            if line.startswith("cqb: loop start "):
+            if line.startswith(LOOP_START_LINE):
                 break
         # an early exit or crash would leave no file without testing anything
-        assert before_the_loop[-1:] and before_the_loop[-1].startswith("cqb: loop start "), "".join(before_the_loop)
+        assert before_the_loop[-1:] and before_the_loop[-1].startswith(LOOP_START_LINE), "".join(before_the_loop)
         assert process.poll() is None, "the run ended before it could be killed"
         os.kill(process.pid, signal.SIGKILL)
     finally:
@@ -178,7 +178,7 @@ def test_cli_workflow_mode_spec_params_code_hash_and_stale_files(tmp_path):
 
 
 HEAVY_MODULES = ('snakemake', 'scipy', 'pandas', 'matplotlib', 'jsonschema',
-                 'importlib.metadata', 'email', 'threadpoolctl', 'cqb.benchmark')
+                 'importlib.metadata', 'email', 'threadpoolctl', 'cqb.bench.benchmark')
 
 
 def test_cli_run_imports_no_heavy_modules(tmp_path):

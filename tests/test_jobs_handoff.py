@@ -18,17 +18,23 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+import cqb
 import pytest
 
 from cqb.jobs import client as run_client
 from cqb.jobs.client import (EXIT_STATUS, REQUEST_LIMIT, RUN_CLIENT_VARIABLE, RUN_FALLBACK_VARIABLE,
                              RUN_SERVER_VARIABLE, STARTED)
+from cqb.sim.code_hash import simulation_code_hash
 
 pytestmark = pytest.mark.skipif(not (hasattr(socket, "send_fds") and Path("/proc/self/stat").exists()),
                                 reason="the run server's tests need socket.send_fds and /proc")
 
 CQB = [sys.executable, "-m", "cqb.cli"]
-LOOP_START = "cqb: loop start"
+# A job given --code-hash logs what it runs just before the simulation starts:
+# with a run of seconds, the line says the run is under way.
+CODE_HASH = simulation_code_hash()
+RUN_START = f"cqb {cqb.__version__} code {CODE_HASH}: "
 SERVER_VARIABLES = (RUN_SERVER_VARIABLE, RUN_CLIENT_VARIABLE, RUN_FALLBACK_VARIABLE)
 HAS_CLIENT = run_client.current_client() is not None
 needs_compiler = pytest.mark.skipif(
@@ -174,14 +180,14 @@ def test_bad_input_through_the_server_is_one_line_and_exit_2(server, tmp_path, r
 
 
 def _start_long_job(command, socket_path, out):
-    """A job through the server whose run has started its loop: a million
+    """A job through the server whose run has started its simulation: a million
     rounds (seconds), which cannot end before the test acts on it."""
     job = subprocess.Popen([*command, "run", "--policy", "random", "--seed", "1", "--horizon", "1000000",
-                            "--dim", "2", "--slack", "0.01", "--out", str(out)],
-                           env=_environment(socket_path, {"CQB_REPORT_LOOP_START": "1"}),
+                            "--dim", "2", "--slack", "0.01", "--code-hash", CODE_HASH, "--out", str(out)],
+                           env=_environment(socket_path),
                            stderr=subprocess.PIPE, text=True)
     for line in job.stderr:
-        if line.startswith(LOOP_START):
+        if line.startswith(RUN_START):
             break
     return job
 
@@ -256,12 +262,12 @@ def test_a_job_whose_server_is_killed_mid_run_fails_and_its_run_dies_with_the_se
         # a million rounds: far longer than the test takes to kill the server
         job = subprocess.Popen(["/bin/sh", "-c", 'umask 027; exec "$@"', "sh",
                                 *([started.client] if compiled else CQB), "run", "--policy", "random", "--seed", "2",
-                                "--horizon", "1000000", "--dim", "2", "--slack", "0.01",
+                                "--horizon", "1000000", "--dim", "2", "--slack", "0.01", "--code-hash", CODE_HASH,
                                 "--out", str(tmp_path / "run.npz")],
-                               env=_environment(started.socket_path, {"CQB_REPORT_LOOP_START": "1"}),
+                               env=_environment(started.socket_path),
                                stderr=subprocess.PIPE, text=True)
         for line in job.stderr:
-            if line.startswith(LOOP_START):
+            if line.startswith(RUN_START):
                 break
         orphans = _children(started.pid)
         assert orphans
@@ -422,7 +428,7 @@ def test_a_missing_fallback_is_one_line_and_exit_127(client, tmp_path):
 @needs_compiler
 def test_the_awkward_environment_reaches_a_real_run(server, client, tmp_path):
     _, socket_path = server
-    env = {**AWKWARD, "CQB_REPORT_LOOP_START": "1"}
+    env = dict(AWKWARD)
     done = _run(["run", "--policy", "random", "--seed", "1", "--horizon", "30", "--out", "caf\udce9.npz"],
                 server_path=socket_path, command=[client], env_extra=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr

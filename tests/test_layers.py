@@ -19,12 +19,14 @@ LAYERS = {
     "cqb.analysis": 2, "cqb.data": 2,
     "cqb.pipeline": 3,
     "cqb.figures": 4,
-    # on top: the public policy API for plugins (a re-export), the benchmark
-    # (its options apart, so that the command line need not import it), the command line
+    # on top: the public policy API for plugins (a re-export), the benchmark's
+    # options (apart, so that the command line need not import the benchmark),
     # the job side of the run server (stdlib only), the benchmarks, the command line,
-    # and the run server, which runs the command line in its forks
-    "cqb.policies": 5, "cqb.benchmark_options": 5, "cqb.jobs": 5, "cqb.jobs.client": 5,
-    "cqb.pipeline_benchmark": 6, "cqb.benchmark": 7, "cqb.cli": 8, "cqb.jobs.server": 9,
+    # the run server, which runs the command line in its forks, and the
+    # measurement tools of cqb.bench, which time all of these
+    "cqb.policies": 5, "cqb.bench.options": 5, "cqb.jobs": 5, "cqb.jobs.client": 5,
+    "cqb.bench.pipeline_benchmark": 6, "cqb.bench.benchmark": 7, "cqb.cli": 8, "cqb.jobs.server": 9,
+    "cqb.bench": 10,
 }
 
 

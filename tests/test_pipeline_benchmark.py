@@ -7,7 +7,7 @@ import sys
 
 import pandas as pd
 
-from cqb.pipeline_benchmark import benchmark_config, parse_variant, run_split
+from cqb.bench.pipeline_benchmark import benchmark_config, parse_variant, run_split
 from cqb.pipeline.results import TIMING_COLUMNS, time_command
 
 

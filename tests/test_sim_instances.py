@@ -30,7 +30,7 @@ def test_numpy_integers_and_small_rates_are_accepted():
 
 
 def _passes_by_call(masks):
-    """A stand-in for the slack test that returns the given masks in turn."""
+    """A stand-in for the slack test (on raw draws) that returns the given masks in turn."""
     calls = iter(masks)
     return lambda batch, theta, threshold: next(calls)(batch.shape[0])
 
@@ -38,7 +38,7 @@ def _passes_by_call(masks):
 def test_synthetic_instance_is_labelled_and_counts_its_theta_redraws(monkeypatch):
     reject = lambda n: np.zeros(n, bool)  # noqa: E731
     accept = lambda n: np.ones(n, bool)  # noqa: E731
-    monkeypatch.setattr(instances, "_passes", _passes_by_call([reject, reject, accept]))
+    monkeypatch.setattr(instances, "_accepted", _passes_by_call([reject, reject, accept]))
     instance = synthetic_instance(3, 2, 0.5, 0.1, np.random.default_rng(1))
     assert instance.kind == "synthetic"
     assert instance.description == {"theta_redraws": 2}
@@ -51,13 +51,13 @@ def test_acceptance_exactly_at_the_minimum_rate_is_enough(monkeypatch):
         mask[:100] = True
         return mask
 
-    monkeypatch.setattr(instances, "_passes", _passes_by_call([exactly_100_of_20000]))
+    monkeypatch.setattr(instances, "_accepted", _passes_by_call([exactly_100_of_20000]))
     instance = synthetic_instance(3, 2, 0.5, 0.1, np.random.default_rng(1), min_accept_rate=0.005)
     assert instance.accept_rate == 0.005 and instance.description == {"theta_redraws": 0}
 
 
 def test_unreachable_slack_says_so_after_the_last_redraw(monkeypatch):
-    monkeypatch.setattr(instances, "_passes", lambda batch, theta, threshold: np.zeros(batch.shape[0], bool))
+    monkeypatch.setattr(instances, "_accepted", lambda batch, theta, threshold: np.zeros(batch.shape[0], bool))
     with pytest.raises(ValueError, match=r"in 3 draws .*: the slack cannot be met with unit-norm contexts$"):
         synthetic_instance(3, 2, 0.5, 0.1, np.random.default_rng(1), max_redraws=3)
 
@@ -110,3 +110,57 @@ def test_the_sampled_contexts_are_those_of_the_plain_numpy_sampler(n_servers, di
     drawn = instance.sample_contexts(3000, stream(seed, "contexts"))
     reference = _reference_contexts(instance.theta, 0.8, 3000, stream(seed, "contexts"), instance.accept_rate)
     assert drawn.tobytes() == reference.tobytes()
+
+
+# ------------------------------------ the compiled acceptance screen against numpy
+
+
+def _numpy_accepted(raw, theta, threshold):
+    """The slack test as the numpy reference decides it: unit rows, then _passes."""
+    return instances._passes(raw / instances._row_norms(raw)[:, None], theta, threshold)
+
+
+# every synthetic instance the figures use: the base instance, the slack, K and
+# d sweeps, and Figure 5's K = 9 instance (config/config.yaml)
+FIGURE_INSTANCES = [(5, 5, 0.1), (5, 5, 0.05), (5, 5, 0.15), (3, 5, 0.1), (7, 5, 0.1), (9, 5, 0.1),
+                    (5, 3, 0.1), (5, 10, 0.1), (5, 20, 0.1)]
+
+
+@pytest.mark.parametrize("n_servers, dim, slack", FIGURE_INSTANCES)
+@pytest.mark.parametrize("seed", [0, 1])
+def test_compiled_screen_draws_the_instance_and_contexts_of_the_numpy_sampler(
+        monkeypatch, n_servers, dim, slack, seed):
+    """θ*, the acceptance rate and a run's contexts (T = 5000 at λ = 0.7) with the
+    compiled screen, bit for bit those of the numpy reference on the same streams."""
+    screened = synthetic_instance(n_servers, dim, 0.7, slack, stream(seed, "instance"))
+    with monkeypatch.context() as patch:
+        patch.setattr(instances, "_accepted", _numpy_accepted)
+        reference = synthetic_instance(n_servers, dim, 0.7, slack, stream(seed, "instance"))
+    assert screened.theta.tobytes() == reference.theta.tobytes()
+    assert screened.accept_rate == reference.accept_rate
+    args = (screened.theta, 0.7 + slack, 3500)
+    compiled = instances._sample_accepted_contexts(*args, stream(seed, "contexts"), screened.accept_rate)
+    numpy_path = instances._sample_accepted_contexts(*args, stream(seed, "contexts"), screened.accept_rate,
+                                                     screen=False)
+    assert compiled.shape == (3500, dim) and compiled.tobytes() == numpy_path.tobytes()
+
+
+@pytest.mark.parametrize("slop", [0.0, 0.05])
+def test_rows_the_screen_leaves_undecided_are_decided_by_numpy(monkeypatch, slop):
+    """With the screen's band widened until a tenth of the rows are undecided
+    (and at no slop at all), the mask is still numpy's row for row."""
+    monkeypatch.setattr(instances, "SCREEN_SLOP", slop)
+    rng = np.random.default_rng(7)
+    theta = rng.uniform(-1, 1, size=(5, 5))
+    raw = rng.uniform(-1, 1, size=(200000, 5))
+    accepted = instances._accepted(raw, theta, 0.8)
+    assert accepted.any() and np.array_equal(accepted, _numpy_accepted(raw, theta, 0.8))
+
+
+def test_screen_codes_rows_against_its_two_cuts():
+    from cqb.sim.estimation import compiled_kernel
+
+    raw = np.array([[3.0, 4.0], [1.0, 0.0], [0.0, -2.0]])  # best scaled scores 0.8, 1, 0
+    codes = np.empty(3, dtype=np.uint8)
+    assert compiled_kernel().screen_contexts(raw, np.eye(2), 0.5, 0.9, codes) == 1
+    assert codes.tolist() == [2, 1, 0]

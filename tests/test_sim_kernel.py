@@ -234,7 +234,7 @@ def test_kernel_flags_match_the_python_side():
 
 
 def test_benchmark_times_both_kernels_side_by_side():
-    from cqb.benchmark import BASE, coupon_sized_instance, seeds_table, time_policy
+    from cqb.bench.benchmark import BASE, coupon_sized_instance, seeds_table, time_policy
 
     instance = instance_from_spec(BASE, stream(0, "instance"))
     trace = draw_trace(instance, 300, 0)

@@ -543,7 +543,7 @@ def test_run_metadata_names_every_field():
     assert result.queue.dtype == result.oracle_queue.dtype == np.int64
     metadata = result.metadata
     assert set(metadata) == {"policy", "policy_params", "instance_spec", "instance", "seed", "horizon", "arrivals",
-                             "package_version"}
+                             "trace_hash", "package_version"}
     assert (metadata["policy"], metadata["seed"], metadata["horizon"]) == ("random", 3, 50)
     assert metadata["instance_spec"] == BASE and metadata["package_version"] == cqb.__version__
 
@@ -708,7 +708,7 @@ def test_context_sampler_draws_again_until_it_has_every_requested_context(monkey
         mask[:9 if len(calls) == 1 else batch.shape[0]] = True  # 9 of the 10 wanted, then all
         return mask
 
-    monkeypatch.setattr(instances, "_passes", accept_first_rows)
+    monkeypatch.setattr(instances, "_accepted", accept_first_rows)
     contexts = instances._sample_accepted_contexts(np.ones((2, 3)), 0.5, 10, np.random.default_rng(0), 0.5)
     assert contexts.shape == (10, 3) and len(calls) == 2
 

@@ -6,6 +6,8 @@ Examples::
     cqb run --policy cqb_opt --seed 0 --horizon 5000 --out run.npz
     cqb run --policy cqb_eps --instance pool --pool data/processed/mnist/instance.npz \\
         --arrival-rate 0.15 --set tau=400 --out mnist.npz
+    cqb run --draw-trace --seed 0 --out trace.npz   # a seed's common random numbers, once
+    cqb run --policy cqb_opt --seed 0 --trace trace.npz --out run.npz  # the same run as above
     cqb benchmark --repeats 3          # timings of the simulation core (docs/benchmarks.md)
     cqb tables results figures         # the Markdown tables of docs/figures.md
     cqb compare OLD/runs results/runs  # what a code change changed, run by run
@@ -18,6 +20,7 @@ stops with one line naming the value and exit code 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import os
@@ -122,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
         "run", help="simulate one (instance, policy, seed) and write an .npz run file",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=lambda: "policies:\n" + _policy_listing())
-    run.add_argument("--policy", required=True, help="policy name (see `cqb policies`)")
+    run.add_argument("--policy", help="policy name (see `cqb policies`); required unless --draw-trace")
     run.add_argument("--seed", type=int, required=True, help="root of the seed tree")
     run.add_argument("--horizon", type=int, default=5000, help="number of rounds T (default 5000)")
     run.add_argument("--instance", choices=("synthetic", "pool"), default="synthetic")
@@ -138,9 +141,15 @@ def build_parser() -> argparse.ArgumentParser:
                      help="a policy parameter, e.g. --set bonus_scale=0.1 (repeatable; over --params)")
     run.add_argument("--code-hash", default="",
                      help="the simulation code hash the caller scheduled the run with (recorded)")
+    run.add_argument("--trace", metavar="FILE",
+                     help="play on this trace file (from --draw-trace) instead of drawing the trace; "
+                          "the same run, bit for bit")
+    run.add_argument("--draw-trace", action="store_true",
+                     help="write the seed's trace file (arrivals, contexts, service uniforms, Q*) to --out "
+                          "instead of a run file")
     run.add_argument("--out", required=True, help="output .npz (written atomically)")
 
-    from .benchmark_options import add_benchmark_arguments
+    from .bench.options import add_benchmark_arguments
 
     add_benchmark_arguments(commands.add_parser("benchmark", help="time the simulation core (not a test)"))
     tables = commands.add_parser("tables", help="Markdown tables of docs/figures.md from the pipeline's tables")
@@ -208,6 +217,27 @@ def _check_pool_file(spec: dict) -> None:
                          "e.g. data/processed/mnist/instance.npz")
 
 
+def _draw_trace(args, spec: dict, out: Path, blas_pinned: bool) -> int:
+    """``cqb run --draw-trace``: the trace file of (instance, horizon, seed)."""
+    if args.policy or args.trace:
+        raise ValueError("--draw-trace writes a trace: it takes no --policy and no --trace")
+    from .sim.simulate import _one_blas_thread, draw
+    from .sim.trace import save_trace
+
+    started = time.perf_counter()
+    with contextlib.nullcontext() if blas_pinned else _one_blas_thread():
+        instance, spec, trace, oracle_path = draw(spec, args.horizon, args.seed)
+    try:
+        digest = save_trace(out, instance, spec, args.horizon, args.seed, trace, oracle_path)
+    except OSError as error:
+        print(f"cqb: error: cannot write {out}: {error.strerror or error}; nothing was written", file=sys.stderr)
+        return 2
+    print(f"trace seed {args.seed}: {int(trace.arrivals.sum())} arrivals, Q*(T) = {int(oracle_path[-1])}, "
+          f"content {digest}, {time.perf_counter() - started:.2f} s "
+          f"({time.process_time():.2f} s CPU in this process), wrote {out}", file=sys.stderr)
+    return 0
+
+
 def run(args) -> int:
     blas_pinned = pin_blas_to_one_thread()  # before anything imports numpy
     from .sim.code_hash import simulation_code_hash
@@ -227,11 +257,15 @@ def run(args) -> int:
         _check_pool_file(spec)
         params = {**_json_object("--params", args.params), **_parse_settings(args.set)}
         if args.code_hash:  # a workflow job: the log says what ran, even if it is killed
-            print(f"cqb {__version__} code {code_hash}: {args.policy} {json.dumps(params, sort_keys=True)} "
+            print(f"cqb {__version__} code {code_hash}: {args.policy or 'trace'} {json.dumps(params, sort_keys=True)} "
                   f"on {json.dumps(spec, sort_keys=True)}, T = {args.horizon}, seed {args.seed}",
                   file=sys.stderr, flush=True)
+        if args.draw_trace:
+            return _draw_trace(args, spec, out, blas_pinned)
+        if not args.policy:
+            raise ValueError("cqb run needs --policy (or --draw-trace)")
         result = simulate(spec, args.policy, params, args.horizon, args.seed,
-                          blas_threads_pinned=blas_pinned)
+                          blas_threads_pinned=blas_pinned, trace_file=args.trace)
     except (ValueError, TypeError) as error:  # bad input: one line, no traceback
         print(f"cqb: error: {error}", file=sys.stderr)
         return 2
@@ -291,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
         print(policy_defaults_markdown() if args.markdown else _policy_listing())
         return 0
     if args.command == "benchmark":
-        from .benchmark import main as benchmark
+        from .bench.benchmark import main as benchmark
 
         benchmark(args)
         return 0

@@ -6,6 +6,8 @@
 
 rule aggregate:
     localrule: True
+    # the serial tail: as soon as its runs exist, ahead of the simulations still queued
+    priority: 10
     wildcard_constraints:
         # only experiments (not regret_rates.tsv and regret_slopes.tsv beside them)
         experiment="|".join(re.escape(name) for name in config["experiments"]),

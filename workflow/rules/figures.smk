@@ -9,6 +9,7 @@ for figure_name in config["figures"]:
         name:
             figure_name
         localrule: True
+        priority: 10
         input:
             tables=[AGGREGATE_FILE.format(experiment=e) for e in PLAN.figures[figure_name].experiments],
             curves=[CURVES_TABLE.format(experiment=e) for e in PLAN.figures[figure_name].experiments],

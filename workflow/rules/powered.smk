@@ -31,6 +31,7 @@ wildcard_constraints:
 
 checkpoint powered_look:
     localrule: True
+    priority: 20
     input:
         unpack(powered_look_inputs),
     output:
@@ -50,6 +51,7 @@ checkpoint powered_look:
 
 rule powered_final:
     localrule: True
+    priority: 10
     input:
         powered_last_look,
     output:
@@ -65,6 +67,7 @@ rule powered_final:
 
 rule powered_claims:
     localrule: True
+    priority: 10
     input:
         [f"{RESULTS}/powered/{name}/final.json" for name in POWERED],
     output:

@@ -16,6 +16,7 @@ if TUNING_EXPERIMENTS and STAGE2_SEEDS:
     # the powered tuning's first stage: which grid values go on to stage 2
     checkpoint tuning_contenders:
         localrule: True
+        priority: 20
         input:
             runs=[RUNS_TABLE.format(experiment=e) for e in TUNING_EXPERIMENTS],
         output:
@@ -36,6 +37,7 @@ if TUNING_EXPERIMENTS:
 
     rule tuning:
         localrule: True
+        priority: 10
         input:
             runs=[RUNS_TABLE.format(experiment=e) for e in TUNING_EXPERIMENTS],
             contenders=CONTENDERS if STAGE2_SEEDS else [],
@@ -64,6 +66,7 @@ if TUNING_EXPERIMENTS:
 
 rule claims:
     localrule: True
+    priority: 10
     input:
         runs=[RUNS_TABLE.format(experiment=e) for e in claim_experiments(CLAIM_SPECS)],
         curves=[CURVES_TABLE.format(experiment=e) for e in SUMMARY_EXPERIMENTS],

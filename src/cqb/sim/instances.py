@@ -60,9 +60,13 @@ class Instance:
         """μ(xᵀθ*_k) for every row x of ``contexts`` and every server k."""
         return logistic(contexts @ self.theta.T)
 
+    def sample_context_rows(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """A pool instance's arrivals: n row indices into the pool, uniform with replacement."""
+        return rng.integers(self.pool.shape[0], size=n)
+
     def sample_contexts(self, n: int, rng: np.random.Generator) -> np.ndarray:
         if self.kind == "pool":
-            return self.pool[rng.integers(self.pool.shape[0], size=n)]
+            return self.pool[self.sample_context_rows(n, rng)]
         return _sample_accepted_contexts(self.theta, self.arrival_rate + self.slack, n, rng,
                                          self.accept_rate)
 
@@ -141,17 +145,63 @@ def _row_max(matrix: np.ndarray) -> np.ndarray:
     return best
 
 
-def _sample_accepted_contexts(theta, threshold, n, rng, accept_rate) -> np.ndarray:
+def _sample_accepted_contexts(theta, threshold, n, rng, accept_rate, screen: bool = True) -> np.ndarray:
+    """n unit contexts that pass the slack test, in draw order. ``screen``: the
+    acceptance test on the raw draws in compiled code (:func:`_accepted`);
+    False: the numpy reference (unit rows, then :func:`_passes`). Both consume
+    the same uniforms and keep the same rows (tests/test_sim_instances.py)."""
     dim = theta.shape[1]
     chunks, have = [], 0
     # Batches sized from the known acceptance rate keep the loop to one or two passes.
     rate = max(accept_rate or 0.01, 1e-4)
     while have < n:
-        batch = _unit_rows(int(math.ceil((n - have) / rate * 1.2)) + 64, dim, rng)
-        kept = batch[_passes(batch, theta, threshold)]
+        size = int(math.ceil((n - have) / rate * 1.2)) + 64
+        if screen:
+            raw = rng.uniform(-1.0, 1.0, size=(size, dim))
+            kept = raw[_accepted(raw, theta, threshold)]
+            kept /= _row_norms(kept)[:, None]  # the same rows, bit for bit, as _unit_rows gives
+        else:
+            batch = _unit_rows(size, dim, rng)
+            kept = batch[_passes(batch, theta, threshold)]
         chunks.append(kept)
         have += kept.shape[0]
     return np.concatenate(chunks)[:n] if chunks else np.empty((0, dim))
+
+
+# How far outside the decision band of _passes the compiled screen decides a
+# row itself: its scores differ from numpy's (another summation order, one
+# division per row) by a few ulps, ~1e-15 at these magnitudes, so 1e-11 is
+# ample; rows in between go to _passes.
+SCREEN_SLOP = 1e-11
+
+
+def _accepted(raw: np.ndarray, theta: np.ndarray, threshold: float) -> np.ndarray:
+    """``_passes(raw / ‖raw‖, theta, threshold)`` for raw draws, without the unit
+    rows: the compiled screen decides every row clearly inside or outside the
+    cut and the numpy reference the rest (a handful per million draws). The
+    numpy reference alone where the kernel is not built."""
+    kernel = _screen_kernel()
+    if kernel is None:
+        return _passes(raw / _row_norms(raw)[:, None], theta, threshold)
+    cut = math.log(threshold) - math.log1p(-threshold)
+    band = 1e-9 * (1.0 + abs(cut)) + SCREEN_SLOP * (1.0 + abs(cut))  # _passes's margin, widened
+    codes = np.empty(raw.shape[0], dtype=np.uint8)
+    kernel.screen_contexts(np.ascontiguousarray(raw), np.ascontiguousarray(theta, dtype=np.float64),
+                           cut - band, cut + band, codes)
+    accepted = codes == 1
+    undecided = np.flatnonzero(codes == 2)
+    if undecided.size:
+        rows = raw[undecided]
+        accepted[undecided] = _passes(rows / _row_norms(rows)[:, None], theta, threshold)
+    return accepted
+
+
+def _screen_kernel():
+    try:
+        from .estimation import compiled_kernel
+        return compiled_kernel()
+    except ImportError:
+        return None
 
 
 def synthetic_instance(
@@ -177,8 +227,8 @@ def synthetic_instance(
     threshold = arrival_rate + slack
     for redraw in range(max_redraws):
         theta = rng.uniform(-1.0, 1.0, size=(n_servers, dim))
-        probe = _unit_rows(acceptance_probe, dim, rng)
-        accept_rate = float(_passes(probe, theta, threshold).mean())
+        probe = rng.uniform(-1.0, 1.0, size=(acceptance_probe, dim))  # as _unit_rows draws them
+        accept_rate = float(_accepted(probe, theta, threshold).mean())
         if accept_rate >= min_accept_rate:
             return Instance("synthetic", theta, float(arrival_rate), float(slack),
                             accept_rate=accept_rate,

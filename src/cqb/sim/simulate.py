@@ -4,11 +4,8 @@ Round t: the policy sees the queue, picks a (job, server) pair, the job
 departs iff the service uniform U₂(t) ≤ μ(xᵀθ*_k); then a job arrives iff the
 arrival uniform U₁(t) ≤ λ and waits from round t + 1 on. Q(1) = 0.
 
-A :class:`Trace` holds everything random that is not the policy's own: the
-arrival uniforms, the context of the i-th arrival and the service uniforms. It
-is drawn once per seed, so every policy and the oracle face the same arrivals,
-contexts and service coins, and Q(t) − Q*(t) per seed is a coupled, low-variance
-regret estimate.
+Every policy and the oracle play on the seed's trace (cqb.sim.trace: arrivals,
+contexts, service uniforms), drawn here or read from its trace file.
 """
 
 from __future__ import annotations
@@ -16,9 +13,6 @@ from __future__ import annotations
 import contextlib
 import heapq
 import math
-import os
-import sys
-import time
 from dataclasses import asdict, dataclass, field, is_dataclass
 
 import numpy as np
@@ -27,22 +21,7 @@ from .. import __version__
 from .instances import Instance, check_positive_int, instance_from_spec
 from .policies import PolicyEnv, get_spec, make_policy
 from .rng import check_seed, stream
-
-
-@dataclass(frozen=True)
-class Trace:
-    arrivals: np.ndarray  # (T,) bool: A(t)
-    contexts: np.ndarray  # (number of arrivals, d), in arrival order
-    service_uniforms: np.ndarray  # (T,): U₂(t)
-    true_means: np.ndarray  # (number of arrivals, K): μ(xᵀθ*_k) of each arrival
-
-
-def draw_trace(instance: Instance, horizon: int, seed: int) -> Trace:
-    check_positive_int("horizon", horizon)
-    arrivals = stream(seed, "arrivals").random(horizon) <= instance.arrival_rate
-    contexts = instance.sample_contexts(int(arrivals.sum()), stream(seed, "contexts"))
-    service = stream(seed, "service").random(horizon)
-    return Trace(arrivals, contexts, service, instance.service_probabilities(contexts))
+from .trace import Trace, content_hash, draw_trace, load_trace, oracle_queue, trace_arrays  # noqa: F401
 
 
 @dataclass
@@ -51,11 +30,6 @@ class PolicyRun:
     gap: np.ndarray  # (T,) best true mean in the queue minus the chosen pair's; NaN if empty
     explored: np.ndarray  # (T,) bool
     departures: np.ndarray  # (T,) bool: D(t)
-
-
-# Set (to anything) by the start-up benchmark (cqb.benchmark.startup_times): run_policy
-# then prints the wall-clock time at which its loop starts to stderr.
-LOOP_START_PROBE = "CQB_REPORT_LOOP_START"
 
 
 def run_policy(policy, trace: Trace, record: dict | None = None) -> PolicyRun:
@@ -86,8 +60,6 @@ def run_policy(policy, trace: Trace, record: dict | None = None) -> PolicyRun:
     recording = record is not None
     if recording:
         record.update(arrivals=arrivals, rounds=[], new_arrival=[], jobs=[], service=[])
-    if os.environ.get(LOOP_START_PROBE):  # once per run, outside the loop
-        print(f"cqb: loop start {time.time():.6f}", file=sys.stderr, flush=True)
     for t in range(1, horizon + 1):
         queue_length[t - 1] = length
         if length:
@@ -117,29 +89,6 @@ def run_policy(policy, trace: Trace, record: dict | None = None) -> PolicyRun:
             next_id += 1
             length += 1
     return PolicyRun(queue_length, gap, explored, departures)
-
-
-def oracle_queue(trace: Trace) -> np.ndarray:
-    """Q*(t), t = 1..T: the optimal policy π* (policies.baselines.OraclePolicy:
-    the waiting job of highest best true mean, the earliest arrival on ties,
-    at its best server) played on ``trace`` with a heap keyed (−mean, arrival
-    id) instead of a scan of the queue per round: the same choices, so the
-    same path (tests/test_simulate.py compares it with run_policy's)."""
-    horizon = trace.arrivals.shape[0]
-    best_mean = trace.true_means.max(axis=1).tolist()
-    arrivals = trace.arrivals.tolist()
-    service = trace.service_uniforms.tolist()
-    queue_length = np.zeros(horizon, dtype=np.int64)
-    waiting: list[tuple[float, int]] = []
-    next_id = 0
-    for t in range(horizon):
-        queue_length[t] = len(waiting)
-        if waiting and service[t] <= -waiting[0][0]:
-            heapq.heappop(waiting)
-        if arrivals[t]:
-            heapq.heappush(waiting, (-best_mean[next_id], next_id))
-            next_id += 1
-    return queue_length
 
 
 @dataclass
@@ -174,16 +123,9 @@ def play(instance: Instance, trace: Trace, policy_name: str, policy_params: dict
     return run_policy(policy, trace, record), resolved
 
 
-def simulate(instance_spec: dict | Instance, policy: str, policy_params: dict | None,
-             horizon: int, seed: int, record: dict | None = None, *,
-             blas_threads_pinned: bool = False) -> RunResult:
-    """One run: the policy and the oracle on the same trace of ``seed``.
-
-    ``record``, if a dict, gets "policy" and "oracle": what each run consumed
-    (see :func:`play`), so a test can check that both faced the same trace.
-    ``blas_threads_pinned``: the caller set BLAS to one thread before numpy
-    was imported (cqb.cli.pin_blas_to_one_thread), so threadpoolctl is not needed."""
-    get_spec(policy)  # unknown names fail before any work
+def draw(instance_spec: dict | Instance, horizon: int, seed: int):
+    """(instance, spec, trace, Q*) of one (instance, horizon, seed): what a trace
+    file stores (cqb.sim.trace), drawn in-process."""
     check_positive_int("horizon", horizon)
     seed = check_seed(seed)
     if isinstance(instance_spec, Instance):
@@ -191,6 +133,32 @@ def simulate(instance_spec: dict | Instance, policy: str, policy_params: dict | 
     else:
         instance, spec = instance_from_spec(instance_spec, stream(seed, "instance")), instance_spec
     trace = draw_trace(instance, horizon, seed)
+    return instance, spec, trace, oracle_queue(trace)
+
+
+def simulate(instance_spec: dict | Instance, policy: str, policy_params: dict | None,
+             horizon: int, seed: int, record: dict | None = None, *,
+             blas_threads_pinned: bool = False, trace_file=None) -> RunResult:
+    """One run: the policy and the oracle on the same trace of ``seed``.
+
+    ``trace_file``: read the trace and Q* from this file (cqb.sim.trace,
+    checked against the run) instead of drawing them; the run is the same bit
+    for bit. ``record``, if a dict, gets "policy" and "oracle": what each run
+    consumed (see :func:`play`), so a test can check that both faced the same
+    trace. ``blas_threads_pinned``: the caller set BLAS to one thread before
+    numpy was imported (cqb.cli.pin_blas_to_one_thread), so threadpoolctl is
+    not needed."""
+    get_spec(policy)  # unknown names fail before any work
+    check_positive_int("horizon", horizon)
+    seed = check_seed(seed)
+    if trace_file is not None:
+        if isinstance(instance_spec, Instance):
+            raise ValueError("a trace file is checked against an instance spec, not an Instance")
+        spec = instance_spec
+        instance, trace, oracle_path, trace_hash = load_trace(trace_file, spec, horizon, seed)
+    else:
+        instance, spec, trace, oracle_path = draw(instance_spec, horizon, seed)
+        trace_hash = content_hash(trace_arrays(instance, trace, oracle_path))
     # One BLAS thread: the matrices are small (d ≤ a few hundred) and a run is
     # one single-threaded job; multithreaded BLAS on a loaded machine was
     # measured 10× slower at d = 120.
@@ -206,7 +174,7 @@ def simulate(instance_spec: dict | Instance, policy: str, policy_params: dict | 
         elif record is not None:  # what the oracle consumed, through the policy interface
             oracle_queue_lengths = play(instance, trace, "oracle", None, seed, oracle_record)[0].queue
         else:
-            oracle_queue_lengths = oracle_queue(trace)
+            oracle_queue_lengths = oracle_path
     metadata = {
         "policy": policy,
         "policy_params": resolved,
@@ -215,6 +183,7 @@ def simulate(instance_spec: dict | Instance, policy: str, policy_params: dict | 
         "seed": seed,
         "horizon": horizon,
         "arrivals": int(trace.arrivals.sum()),
+        "trace_hash": trace_hash,
         "package_version": __version__,
     }
     return RunResult(run.queue, oracle_queue_lengths, run.gap, run.explored, _json_safe(metadata))

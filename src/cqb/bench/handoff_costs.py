@@ -1,6 +1,6 @@
-"""What a simulate job's hand-off to the run server costs, per job, variants side by side (issue 18).
+"""What a simulate job's hand-off to the run server costs, per job, variants side by side.
 
-    python tools/handoff_costs.py [--jobs 50] [--rounds 3] [--baseline SRC] [--phases 20]
+    python -m cqb.bench.handoff_costs [--jobs 50] [--rounds 3] [--baseline SRC] [--phases 20]
 
 Starts a run server from this checkout (cqb.jobs.client.start, with the
 compiled client the package build made) and, with ``--baseline``, one from another source

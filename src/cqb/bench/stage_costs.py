@@ -1,6 +1,6 @@
-"""Which part of a timed full run the powered stages cost (issue 20's budget).
+"""Which part of a timed full run the powered stages cost (the powered evaluation's budget).
 
-    python tools/stage_costs.py RESULTS_DIR TIMINGS_TSV [ROW] [CONFIG]
+    python -m cqb.bench.stage_costs RESULTS_DIR TIMINGS_TSV [ROW] [CONFIG]
 
 Every simulate log of RESULTS_DIR (a fresh clone's, one run of `all`: a
 candidates benchmark's runs would count as powered) is put in one
@@ -23,7 +23,7 @@ import yaml
 from cqb.analysis.rates import rate_experiments
 from cqb.pipeline.config_schema import validate_config
 from cqb.pipeline.experiments import build_plan
-from cqb.pipeline_benchmark import other_rules_cpu, simulation_cpu
+from cqb.bench.pipeline_benchmark import other_rules_cpu, simulation_cpu
 
 
 def main(argv: list[str]) -> int:

@@ -5,7 +5,7 @@ applied to a scratch copy of ``src/`` (never this checkout: a running pipeline
 would pick the mutant up), compiled there, and the kernel's tests run on it.
 A mutant that no test kills is reported; it means a test is missing.
 
-Usage: python tools/kernel_mutants.py [--keep]      (from the repository root)
+Usage: python -m cqb.bench.kernel_mutants [--keep]      (from the repository root)
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
 TESTS = ["tests/test_sim_kernel.py", "tests/test_sim_optimistic.py", "tests/test_sim_estimation.py"]
 
 # (what the slip is, the exact source text, its replacement)

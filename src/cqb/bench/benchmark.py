@@ -1,6 +1,6 @@
 """Benchmark of the simulation core (not a test: timings depend on the machine).
 
-Usage: cqb benchmark [--repeats 3] [--out docs/benchmarks.md]   (or python -m cqb.benchmark)
+Usage: cqb benchmark [--repeats 3] [--out docs/benchmarks.md]   (or python -m cqb.bench.benchmark)
        cqb benchmark --startup [--startup-runs 20] [--startup-baseline OLD/src]
 
 Measures, for every policy, the wall time of one run (policy only; the trace
@@ -30,12 +30,12 @@ from pathlib import Path
 
 import numpy as np
 
-from . import __version__
-from .sim.instances import instance_from_spec, pool_instance
-from .sim.policies import PolicyEnv, make_policy, registered_policies
-from .sim.rng import stream
-from .sim.simulate import draw_trace, play
-from .pipeline.experiments import BASE_INSTANCE
+from .. import __version__
+from ..sim.instances import instance_from_spec, pool_instance
+from ..sim.policies import PolicyEnv, make_policy, registered_policies
+from ..sim.rng import stream
+from ..sim.simulate import draw_trace, play
+from ..pipeline.experiments import BASE_INSTANCE
 
 BASE = BASE_INSTANCE
 
@@ -63,7 +63,7 @@ KERNELS = ("numpy", "compiled")  # the reference first: the old path, kept calla
 
 
 def has_kernels(policy: str) -> bool:
-    from .sim.policies import policy_parameters
+    from ..sim.policies import policy_parameters
 
     return "kernel" in policy_parameters(policy)
 
@@ -100,11 +100,23 @@ def per_round_cost(queue_length, dim, n_servers=5, rounds=300, kernel="compiled"
     return (time.perf_counter() - started) / rounds
 
 
-# What the console script `cqb` runs (without its argv[0] clean-up).
-CLI_SCRIPT = "import sys; from cqb.cli import main; sys.exit(main())"
+# What the console script `cqb` runs (without its argv[0] clean-up), with the
+# loop-start probe wrapped around cqb.sim.simulate.run_policy from outside the
+# simulation code: BLAS pinned first, as `cqb run` does before numpy's import.
+LOOP_START_LINE = "cqb: loop start "
+CLI_SCRIPT = (
+    "import sys, time\n"
+    "from cqb.cli import main, pin_blas_to_one_thread\n"
+    "pin_blas_to_one_thread()\n"
+    "import cqb.sim.simulate as simulate\n"
+    "inner = simulate.run_policy\n"
+    "def probed(*args, **kwargs):\n"
+    f"    print(f'{LOOP_START_LINE}{{time.time():.6f}}', file=sys.stderr, flush=True)\n"
+    "    return inner(*args, **kwargs)\n"
+    "simulate.run_policy = probed\n"
+    "sys.exit(main())\n")
 STARTUP_RUN = ["run", "--policy", "cqb_opt", "--seed", "0", "--horizon", "500"]
 FORKED = "this checkout, forked by the run server"
-LOOP_START_LINE = "cqb: loop start "
 
 
 def seeds_table(repeats: int, seeds=range(5), horizon=5000, params: dict | None = None) -> list[str]:
@@ -135,7 +147,7 @@ def seeds_table(repeats: int, seeds=range(5), horizon=5000, params: dict | None 
 
 
 def _projections(instance, trace, kernel, seed, params=None):
-    from .sim.simulate import policy_env, run_policy
+    from ..sim.simulate import policy_env, run_policy
 
     horizon = trace.arrivals.shape[0]
     policy, _ = make_policy("cqb_opt", policy_env(instance, horizon), trace.contexts, stream(seed, "policy"),
@@ -162,17 +174,16 @@ def startup_times(sources: dict[str, Path], runs: int = 20, out_dir: Path | None
 
     Per label: "process" (seconds from spawning to exit), "cpu" (its user +
     system CPU seconds, less sensitive to the machine's load) and "loop_start"
-    (seconds from spawning to the start of the first simulation loop, from the
-    CQB_REPORT_LOOP_START probe of cqb.sim.simulate.run_policy; empty when that
-    source has no probe). One untimed run per source first writes its bytecode
+    (seconds from spawning to the start of the first simulation loop: the
+    process runs CLI_SCRIPT, which wraps cqb.sim.simulate.run_policy with a
+    probe; empty for a forked job, whose loop runs in the server's fork). One untimed run per source first writes its bytecode
     caches, as a pipeline job finds them; PYTHONDONTWRITEBYTECODE is dropped
     for that reason. With ``server_socket`` (a running cqb.jobs.server), the
     last source is timed a second time as a job the server forks (label
     FORKED; its CPU is the job's process plus the forked run's own)."""
-    from .pipeline.results import children_cpu  # pandas: only for this benchmark
+    from ..pipeline.results import children_cpu  # pandas: only for this benchmark
 
-    from .jobs.client import OWN_CPU, RUN_SERVER_VARIABLE
-    from .sim.simulate import LOOP_START_PROBE
+    from ..jobs.client import OWN_CPU, RUN_SERVER_VARIABLE
 
     labels = list(sources) + ([FORKED] if server_socket else [])
     times = {label: {"process": [], "cpu": [], "loop_start": []} for label in labels}
@@ -182,7 +193,7 @@ def startup_times(sources: dict[str, Path], runs: int = 20, out_dir: Path | None
         for label, src in sources.items():
             env = {key: value for key, value in os.environ.items()
                    if key not in ("PYTHONDONTWRITEBYTECODE", RUN_SERVER_VARIABLE)}
-            env.update(PYTHONPATH=str(Path(src).resolve()), **{LOOP_START_PROBE: "1"})
+            env.update(PYTHONPATH=str(Path(src).resolve()))
             environments[label] = env
         if server_socket:
             # without PYTHONPATH: the server (the installed cqb) takes only jobs whose start-up
@@ -232,10 +243,10 @@ def startup_table(times: dict, load_before: tuple, load_after: tuple) -> str:
 
 
 def startup_main(args) -> str:
-    sources = {"this checkout": Path(__file__).resolve().parents[1]}
+    sources = {"this checkout": Path(__file__).resolve().parents[2]}
     if args.startup_baseline:
         sources = {f"baseline {args.startup_baseline}": Path(args.startup_baseline), **sources}
-    from .jobs import client as run_client
+    from ..jobs import client as run_client
 
     server = run_client.start()  # as the workflow starts it; None where it cannot run
     load_before = os.getloadavg()
@@ -249,7 +260,7 @@ def startup_main(args) -> str:
 
 def main(args=None):
     if args is None:
-        from .benchmark_options import add_benchmark_arguments
+        from .options import add_benchmark_arguments
 
         parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
         add_benchmark_arguments(parser)
@@ -299,7 +310,7 @@ def main(args=None):
         lines.append("")
 
     lines += seeds_table(args.repeats)
-    # the default before CQB-Opt's c_β was retuned: the setting issue 11 timed
+    # the default before CQB-Opt's c_β was retuned, the setting the kernel was first timed at
     lines += seeds_table(args.repeats, params={"bonus_scale": 0.1})
     lines += ["### CQB-Opt per-round cost (decision + update) against queue length and d (K = 5), "
               "numpy / compiled", "",

@@ -36,10 +36,10 @@ from pathlib import Path
 
 import yaml
 
-from .pipeline.experiments import BASE_INSTANCE
-from .pipeline.results import SNAKEMAKE_LAUNCHER
+from ..pipeline.experiments import BASE_INSTANCE
+from ..pipeline.results import SNAKEMAKE_LAUNCHER
 
-REPOSITORY = Path(__file__).resolve().parents[2]
+REPOSITORY = Path(__file__).resolve().parents[3]
 # Snakemake finds a workflow profile by itself only in profiles/ beside the
 # Snakefile; named here so the benchmark runs it whatever its working folder.
 PROFILE = REPOSITORY / "profiles" / "default"
@@ -70,18 +70,31 @@ def benchmark_config(results_dir: Path, jobs: int, horizon: int = 500, policy: s
     }
 
 
+def benchmark_experiment_config(results_dir: Path, seeds: int, horizon: int, policies: list[str]) -> dict:
+    """benchmark_config with several policies per seed: real runs of an
+    experiment (e.g. the base experiment's 8 policies), sharing each seed's trace."""
+    config = benchmark_config(results_dir, seeds, horizon)
+    config["experiments"][EXPERIMENT]["policies"] = list(policies)
+    return config
+
+
 def run_pipeline(jobs: int, extra_args: list[str], variant: str, cores: int = 2,
-                 snakefile: Path = REPOSITORY / "Snakefile") -> PipelineTiming:
+                 snakefile: Path = REPOSITORY / "Snakefile", python: str = sys.executable,
+                 horizon: int = 500, policies: tuple[str, ...] = ("random",)) -> PipelineTiming:
     """One benchmark run in a fresh scratch folder (its own .snakemake: a
-    pipeline running in the repository is neither locked nor disturbed)."""
+    pipeline running in the repository is neither locked nor disturbed).
+    ``jobs`` seeds of each of ``policies``; ``python`` and ``snakefile`` may be
+    another checkout's (its environment's interpreter, so its own package)."""
     with tempfile.TemporaryDirectory(prefix="cqb-pipeline-benchmark-") as scratch:
         scratch = Path(scratch)
         overlay = scratch / "benchmark.yaml"
-        overlay.write_text(yaml.safe_dump(benchmark_config(scratch / "results", jobs)))
+        overlay.write_text(yaml.safe_dump(benchmark_experiment_config(scratch / "results", jobs, horizon,
+                                                                      list(policies))))
         usage = scratch / "usage.json"
         target = scratch / "results" / "aggregate" / f"{EXPERIMENT}.tsv"
-        command = [sys.executable, "-c", SNAKEMAKE_LAUNCHER, str(usage), str(target),
-                   "--snakefile", str(snakefile), "--workflow-profile", str(PROFILE),
+        profile = Path(snakefile).parent / "workflow" / "profiles" / "default"
+        command = [python, "-c", SNAKEMAKE_LAUNCHER, str(usage), str(target),
+                   "--snakefile", str(snakefile), "--workflow-profile", str(profile),
                    "--configfile", str(overlay), "--cores", str(cores), *extra_args]
         started = time.perf_counter()
         completed = subprocess.run(command, cwd=scratch, stdout=subprocess.DEVNULL,
@@ -90,7 +103,8 @@ def run_pipeline(jobs: int, extra_args: list[str], variant: str, cores: int = 2,
         if completed.returncode != 0:
             print(completed.stderr[-2000:], file=sys.stderr)
         recorded = json.loads(usage.read_text()) if usage.exists() else {}
-    return PipelineTiming(variant, jobs, jobs + 1, wall, recorded.get("snakemake_cpu", float("nan")),
+    runs = jobs * len(policies)
+    return PipelineTiming(variant, runs, runs + 1, wall, recorded.get("snakemake_cpu", float("nan")),
                           recorded.get("jobs_cpu", float("nan")), completed.returncode)
 
 
@@ -103,15 +117,16 @@ def parse_variant(text: str) -> tuple[str, list[str]]:
 
 def pipeline_table(timings: list[PipelineTiming], base_jobs: int, load: tuple[tuple, tuple]) -> str:
     lines = [
-        "| variant | simulate jobs | wall (s) | Snakemake CPU (s) | Snakemake CPU per job (ms) "
-        f"| per job vs {base_jobs} jobs | jobs' CPU per job (ms) | exit |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        "| variant | runs | wall (s) | Snakemake CPU (s) | Snakemake CPU per run (ms) "
+        f"| per run vs {base_jobs} runs | jobs' CPU per run (ms) | all CPU per run (ms) | exit |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     per_job_at_base = {t.variant: t.snakemake_cpu / t.steps for t in timings if t.jobs == base_jobs}
     for t in timings:
         per_job = t.snakemake_cpu / t.steps
         ratio = per_job / per_job_at_base[t.variant] if t.variant in per_job_at_base else float("nan")
         lines.append(f"| {t.variant} | {t.jobs} | {t.wall:.1f} | {t.snakemake_cpu:.1f} | {1000 * per_job:.1f} "
-                     f"| {ratio:.2f}× | {1000 * t.jobs_cpu / t.jobs:.0f} | {t.returncode} |")
+                     f"| {ratio:.2f}× | {1000 * t.jobs_cpu / t.jobs:.0f} | "
+                     f"{1000 * (t.snakemake_cpu + t.jobs_cpu) / t.jobs:.0f} | {t.returncode} |")
     before, after = load
     lines.append("")
     lines.append(f"Load averages (1, 5, 15 min) before: {', '.join(f'{x:.2f}' for x in before)}; "
@@ -121,22 +136,29 @@ def pipeline_table(timings: list[PipelineTiming], base_jobs: int, load: tuple[tu
 
 
 def pipeline_main(args) -> str:
-    variants = dict([("profile", [])] + [parse_variant(text) for text in args.variant])
+    variants = {"profile": ([], {})}
+    variants.update({name: (extra, {}) for name, extra in map(parse_variant, args.variant)})
+    if args.baseline_checkout:  # another checkout's workflow and environment, timed beside
+        checkout = Path(args.baseline_checkout).resolve()
+        variants["baseline checkout"] = ([], {"snakefile": checkout / "Snakefile",
+                                              "python": str(checkout / ".venv" / "bin" / "python")})
+    policies = tuple(args.bench_policies.split(","))
     load_before = os.getloadavg()
     timings = []
     for scale in args.scales:
-        for name, extra in variants.items():
-            timing = run_pipeline(args.jobs * scale, extra, name, cores=args.cores)
+        for name, (extra, checkout) in variants.items():
+            timing = run_pipeline(args.jobs * scale, extra, name, cores=args.cores, horizon=args.bench_horizon,
+                                  policies=policies, **checkout)
             print(f"{name}: {timing.jobs} jobs, {timing.wall:.1f} s wall, Snakemake "
                   f"{1000 * timing.snakemake_cpu / timing.steps:.1f} ms CPU per job", file=sys.stderr)
             timings.append(timing)
-    return pipeline_table(timings, args.jobs * args.scales[0], (load_before, os.getloadavg()))
+    return pipeline_table(timings, args.jobs * args.scales[0] * len(policies), (load_before, os.getloadavg()))
 
 
 def simulation_cpu(results_dir: Path) -> dict[Path, float]:
     """Each simulate log under ``results_dir`` → the run's own CPU seconds (its
     last line; logs without one, of runs that did not finish, are left out)."""
-    from .jobs.client import OWN_CPU
+    from ..jobs.client import OWN_CPU
 
     cpu = {}
     for log in (results_dir / "logs" / "simulate").rglob("*.log"):

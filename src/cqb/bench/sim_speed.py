@@ -1,6 +1,6 @@
 """CPU per simulation of this checkout against another source tree, side by side.
 
-    python tools/sim_speed.py BASELINE_SRC [--horizon 5000] [--seeds 0-9] [--rounds 3]
+    python -m cqb.bench.sim_speed BASELINE_SRC [--horizon 5000] [--seeds 0-9] [--rounds 3]
                               [--policies cqb_opt,cqb_ts,...] [--instance JSON]
 
 Each round, for each policy, runs the same seeds' simulations (the whole
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--policies", default=POLICIES)
     parser.add_argument("--instance", type=json.loads, default=BASE_INSTANCE)
     args = parser.parse_args(argv)
-    this = Path(__file__).resolve().parents[1] / "src"
+    this = Path(__file__).resolve().parents[2]
     sources = {"baseline": args.baseline.resolve(), "this checkout": this}
     policies = args.policies.split(",")
     times = {(name, policy): [] for name in sources for policy in policies}
