@@ -5,7 +5,7 @@
 # next look (or stage) requests at all.
 
 from cqb.analysis.powered import look_counts, powered_claims, powered_seeds, run_files as powered_run_files
-from cqb.pipeline.verdicts import check_seed_uses, evaluation_seeds
+from cqb.pipeline.verdicts import check_seed_uses, evaluation_seeds, retired_seeds
 
 POWERED = powered_claims(config, PLAN, CLAIM_SPECS)
 POWERED_LOOK = f"{RESULTS}/powered/{{claim}}/look{{look}}.json"
@@ -21,7 +21,8 @@ try:  # every use of seeds has its own
     check_seed_uses({"evaluation": evaluation_seeds(PLAN, TUNING_EXPERIMENTS),
                      "tuning (stage 1)": {s for e in TUNING_EXPERIMENTS for c in PLAN.curves[e] for s in c.seeds},
                      "tuning (stage 2)": set(STAGE2_SEEDS),
-                     "the powered claims": powered_seeds(POWERED)})
+                     "the powered claims": powered_seeds(POWERED),
+                     "retired powered seeds (seen)": retired_seeds(config)})
 except ConfigError as error:
     sys.exit(f"config error: {error}")
 

@@ -90,7 +90,7 @@ def powered_claims(config: Mapping, plan, specs) -> dict[str, PoweredClaim]:
                          "must increase strictly")
         spec = by_name[name]
         units = claim_units(spec, plan.curves[spec.experiment])
-        claims[name] = PoweredClaim(spec, looks, int(powered.get("first_seed", 20000)),
+        claims[name] = PoweredClaim(spec, looks, int(powered.get("first_seed", 60000)),
                                     float(powered.get("alpha", 0.05)), float(margins.get(spec.kind, 0.0)),
                                     units)
     return claims

@@ -3,8 +3,8 @@ construction choices the paper leaves open? (docs/real_data_sensitivity.md)
 
 A *cell* is one (dataset, column) of the grid: an ordinary experiment of
 config/config.yaml (``<dataset>_<column>``; the column ``default`` is the
-Figure 4 experiment ``<dataset>``) with a ``best`` claim on CQB-ε in the
-``claims`` list. Its verdict is that claim's, computed by
+Figure 4 experiment ``<dataset>``) with a ``best`` claim on CQB-ε, generated from the grid
+(:func:`grid_claims`) with the Figure 4 claim's reading. Its verdict is that claim's, computed by
 :func:`cqb.analysis.claims.check_best` on the experiment's per-run summaries; beside it
 the instance's measured slack, κ and S (from the pool's report.json; for a
 bound per server, the range min_k–max_k of S_k = ‖θ*_k‖) and, per
@@ -51,6 +51,40 @@ class Cell:
 
 def cell_experiment(dataset: str, column: str) -> str:
     return dataset if column == "default" else f"{dataset}_{column}"
+
+
+def grid_claims(config: Mapping, plan, specs: Sequence[ClaimSpec]) -> list[ClaimSpec]:
+    """One ``best`` claim per cell of the grid outside the default column that
+    has an experiment: CQB-ε (the experiment's label of policy cqb_eps) is
+    best, read as the dataset's Figure 4 claim (the ``best`` claim on the
+    experiment <dataset>: its quote, metric and alternative readings). Cells
+    whose experiment already has a ``best`` claim keep it."""
+    from dataclasses import replace
+
+    data = config.get("data", {})
+    claimed = {s.experiment for s in specs if s.kind == "best"}
+    generated = []
+    for column in data.get("sensitivity", {}).get("columns", []):
+        if column["name"] == "default":
+            continue
+        for dataset in data.get("datasets", {}):
+            experiment = cell_experiment(dataset, column["name"])
+            if experiment not in plan.curves or experiment in claimed:
+                continue
+            figure4 = [s for s in specs if s.experiment == dataset and s.kind == "best"]
+            if not figure4:
+                raise ConfigError(f"invalid config value data.sensitivity.columns ({column['name']}): "
+                                  f"the Figure 4 experiment {dataset} has no `best` claim in `claims` "
+                                  "to read the cell as")
+            labels = [c.label for c in plan.curves[experiment] if c.policy == "cqb_eps"]
+            if not labels:
+                raise ConfigError(f"invalid config value experiments.{experiment}.policies: "
+                                  "a grid cell needs a CQB-ε policy")
+            name = DATASET_NAMES.get(dataset, dataset)
+            generated.append(replace(figure4[0], name=f"eps_best_{experiment}", figure="fig7",
+                                     experiment=experiment, policies=(labels[0],),
+                                     statement=f"CQB-ε performs best on {name} ({column['label']})"))
+    return generated
 
 
 def grid_cells(config: Mapping, plan, specs: Sequence[ClaimSpec]) -> list[Cell]:

@@ -37,6 +37,12 @@ class SummarySettings:
     stall_threshold: float = 5.0  # jobs: tail regret above this → the run is stalled
     early_rounds: int = 1000  # "converges slower" compares mean regret over t ≤ this
     confidence: float = 0.95  # level of the binomial intervals
+    # "reaches the optimal level": the first round after which the trailing
+    # mean of Q − Q* over settle_window rounds stays below settle_level jobs
+    # (the converge threshold; 100 rounds average out the ±1 jitter of single
+    # rounds and are 2 % of T = 5000)
+    settle_level: float = 1.0
+    settle_window: int = 100
 
     def __post_init__(self):
         if not 0 < self.tail_fraction <= 1:
@@ -47,6 +53,10 @@ class SummarySettings:
             raise ValueError(f"early_rounds must be an integer ≥ 1, got {self.early_rounds!r}")
         if not 0 < self.confidence < 1:
             raise ValueError(f"confidence must lie in (0, 1), got {self.confidence!r}")
+        if not (self.settle_level > 0 and math.isfinite(self.settle_level)):
+            raise ValueError(f"settle_level must be a number > 0, got {self.settle_level!r}")
+        if isinstance(self.settle_window, bool) or not isinstance(self.settle_window, int) or self.settle_window < 1:
+            raise ValueError(f"settle_window must be an integer ≥ 1, got {self.settle_window!r}")
 
 
 # What a run file records of its instance (synthetic: how often θ* was redrawn
