@@ -68,7 +68,11 @@ METRICS = ("final_regret", "tail_regret", "mean_regret", "early_regret", "peak_r
            "late_slope", "full_slope", "time_to_optimal", "explore_rounds")
 TESTABLE = ("always", "exploration_half")
 HOLDS, FAILS, INCONCLUSIVE, TIE = "holds", "does not hold", "inconclusive", "tie within δ"
-VERDICTS = (HOLDS, FAILS, TIE, INCONCLUSIVE)
+NOT_TESTABLE = "not testable at this T"
+VERDICTS = (HOLDS, FAILS, TIE, INCONCLUSIVE, NOT_TESTABLE)
+DECIDED = (HOLDS, FAILS, TIE, NOT_TESTABLE)  # a comparison stops at these
+ROBUST, READING_DEPENDENT, BY_CONSTRUCTION = "robust", "reading-dependent", "by construction"
+BOOTSTRAP_RESAMPLES = 1999  # studentized bootstrap of a mean
 CLAIM_COLUMNS = ("claim", "figure", "experiment", "statement", "statistic", "value", "ci_low",
                  "ci_high", "verdict", "n_seeds", "detail")
 
@@ -160,8 +164,9 @@ class Comparison:
 
 
 def bootstrap_mean_interval(values, confidence=0.95, resamples=4000, seed=0) -> tuple[float, float]:
-    """Percentile bootstrap interval of the mean over seeds (a fixed stream:
-    the same table gives the same interval)."""
+    """Percentile bootstrap interval of the mean over seeds (a fixed stream).
+    Kept for comparison only: it under-covers at small n (docs/verdicts.md);
+    the claims use :func:`mean_interval`."""
     values = np.asarray(values, dtype=np.float64)
     if values.shape[0] < 2:
         return math.nan, math.nan
@@ -172,10 +177,52 @@ def bootstrap_mean_interval(values, confidence=0.95, resamples=4000, seed=0) -> 
     return float(low), float(high)
 
 
+def studentized_quantiles(values: np.ndarray, resamples: int, rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(mean, se, t*) of the rows of ``values`` (replications × n): the
+    bootstrap-t statistics t* = (mean* − mean)/se* of ``resamples``
+    resamples of each row (replications × resamples), vectorised."""
+    values = np.atleast_2d(np.asarray(values, dtype=np.float64))
+    reps, n = values.shape
+    mean = values.mean(axis=1)
+    sd = values.std(axis=1, ddof=1)
+    floor = 1e-12 * np.maximum(1.0, np.abs(values).max(axis=1))
+    se = np.maximum(sd, floor) / math.sqrt(n)
+    index = rng.integers(n, size=(reps, resamples, n))
+    draws = np.take_along_axis(values[:, None, :], index, axis=2)
+    star_mean = draws.mean(axis=2)
+    star_se = draws.std(axis=2, ddof=1) / math.sqrt(n)
+    # a resample without spread has no t*: left out (NaN) rather than infinite
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t_star = np.where(star_se > floor[:, None] / math.sqrt(n), (star_mean - mean[:, None]) / star_se, np.nan)
+    return mean, se, t_star
+
+
+def t_interval_from(mean, se, t_star, confidence):
+    """The studentized interval mean − t*_(1−a)·se, mean − t*_(a)·se per row."""
+    a = (1 - confidence) / 2
+    upper_q, lower_q = np.nanquantile(t_star, [1 - a, a], axis=1)
+    return mean - upper_q * se, mean - lower_q * se
+
+
+def mean_interval(values, confidence=0.95, resamples=BOOTSTRAP_RESAMPLES, seed=0) -> tuple[float, float]:
+    """Studentized (bootstrap-t) interval of the mean over seeds, from a fixed
+    stream: the same values give the same interval. A sample without spread
+    gives the point itself."""
+    values = np.asarray(values, dtype=np.float64)
+    if values.shape[0] < 2:
+        return math.nan, math.nan
+    if np.all(values == values[0]):
+        return float(values[0]), float(values[0])
+    mean, se, t_star = studentized_quantiles(values[None, :], resamples, np.random.default_rng(seed))
+    low, high = t_interval_from(mean, se, t_star, confidence)
+    return float(low[0]), float(high[0])
+
+
 def interval_verdict(low, high, threshold, margin=0.0, upward=True) -> str:
     """The verdict of one interval: on the claim's side of ``threshold``
-    (above when ``upward``) → holds, on the other → does not hold, straddling
-    it but inside threshold ± ``margin`` → tie within δ, else inconclusive."""
+    (above when ``upward``; strictly) → holds, strictly on the other → does
+    not hold, straddling it but inside threshold ± ``margin`` → tie within δ,
+    else inconclusive."""
     if not (math.isfinite(low) and math.isfinite(high)):
         return INCONCLUSIVE
     if low > threshold:
@@ -183,6 +230,19 @@ def interval_verdict(low, high, threshold, margin=0.0, upward=True) -> str:
     if high < threshold:
         return FAILS if upward else HOLDS
     if margin > 0 and threshold - margin < low and high < threshold + margin:
+        return TIE
+    return INCONCLUSIVE
+
+
+def two_level_verdict(narrow: str, wide: str) -> str:
+    """A comparison's verdict from its interval at the claim level (holds,
+    tie) and at the Bonferroni level over the claim's comparisons (does not
+    hold): "does not hold" needs the wider interval on the wrong side."""
+    if narrow == HOLDS:
+        return HOLDS
+    if wide == FAILS:
+        return FAILS
+    if narrow == TIE:
         return TIE
     return INCONCLUSIVE
 
@@ -203,11 +263,14 @@ def _select(runs: pd.DataFrame, spec: ClaimSpec, policy: str | None = None) -> p
 def decisive(comparisons, upward: bool = True):
     """The comparison that decides a combined verdict, to be reported: a
     failing one if any (the farthest on the wrong side), else an inconclusive
-    one, else a tie, else the holding one nearest to its threshold.
-    ``upward``: the claim wants values above its threshold."""
-    for wanted in (FAILS, INCONCLUSIVE, TIE, HOLDS):
+    one, else a tie, else the holding one whose interval comes nearest to its
+    threshold, else an untestable one. ``upward``: the claim wants values
+    above its threshold."""
+    for wanted in (FAILS, INCONCLUSIVE, TIE, HOLDS, NOT_TESTABLE):
         chosen = [c for c in comparisons if c.verdict == wanted]
         if chosen:
+            if wanted == NOT_TESTABLE:
+                return chosen[0]
             if upward:
                 return min(chosen, key=lambda c: c.ci_high if wanted == FAILS else c.ci_low)
             return max(chosen, key=lambda c: c.ci_low if wanted == FAILS else c.ci_high)
@@ -215,10 +278,12 @@ def decisive(comparisons, upward: bool = True):
 
 
 def combine(verdicts) -> str:
-    """A claim's verdict from its comparisons': does not hold if one does
-    not; holds if all hold; a tie within δ if all hold or tie; else
-    inconclusive."""
-    verdicts = list(verdicts)  # read more than once below
+    """A claim's verdict from its comparisons': untestable ones left out
+    (all untestable: not testable); does not hold if one does not; holds if
+    all hold; a tie within δ if all hold or tie; else inconclusive."""
+    verdicts = [v for v in verdicts if v != NOT_TESTABLE]
+    if not verdicts:
+        return NOT_TESTABLE
     if any(v == FAILS for v in verdicts):
         return FAILS
     if all(v == HOLDS for v in verdicts):
@@ -226,6 +291,12 @@ def combine(verdicts) -> str:
     if all(v in (HOLDS, TIE) for v in verdicts):
         return TIE
     return INCONCLUSIVE
+
+
+def fail_level(confidence: float, comparisons: int) -> float:
+    """The level of the "does not hold" intervals of a claim of
+    ``comparisons`` comparisons: Bonferroni over them."""
+    return 1 - (1 - confidence) / max(1, comparisons)
 
 
 def _groups(runs, spec):
@@ -237,14 +308,33 @@ def _groups(runs, spec):
                                     if value != "" else policy), group
 
 
-def _per_group_mean(runs, spec, values_of, below, confidence, margin):
+def _testable(spec, rows) -> bool:
+    """exploration_half: the policy's τ ends by T/2 (a policy without τ is testable)."""
+    if spec.testable != "exploration_half":
+        return True
+    tau = rows["explore_rounds"].to_numpy(dtype=np.float64) if "explore_rounds" in rows else np.array([np.nan])
+    tau = tau[np.isfinite(tau)]
+    return tau.size == 0 or float(np.median(tau)) <= float(rows["horizon"].iloc[0]) / 2
+
+
+def _per_group_mean(runs, spec, values_of, below, confidence, margin, fail_confidence=None):
     """One mean check per policy and sweep value."""
+    groups = list(_groups(runs, spec))
+    fail_confidence = fail_level(confidence, len(groups)) if fail_confidence is None else fail_confidence
     comparisons = []
-    for unit, name, rows in _groups(runs, spec):
+    for unit, name, rows in groups:
         values = values_of(rows)
         mean = float(np.mean(values))
-        low, high = bootstrap_mean_interval(values, confidence)
-        verdict = interval_verdict(low, high, spec.threshold, margin, upward=not below)
+        low, high = mean_interval(values, confidence)
+        if not _testable(spec, rows):
+            verdict = NOT_TESTABLE
+            comparisons.append(Comparison(name, (unit,), mean, low, high, verdict, len(rows),
+                                          f"{name}: {mean:.3g} n={len(rows)} {verdict} "
+                                          f"(τ = {float(np.nanmedian(rows['explore_rounds'])):.0f} > T/2)"))
+            continue
+        wide = mean_interval(values, fail_confidence)
+        verdict = two_level_verdict(interval_verdict(low, high, spec.threshold, margin, upward=not below),
+                                    interval_verdict(*wide, spec.threshold, margin, upward=not below))
         comparisons.append(Comparison(name, (unit,), mean, low, high, verdict, len(rows),
                                       f"{name}: {mean:.3g} [{low:.3g}, {high:.3g}] n={len(rows)} {verdict}"))
     return comparisons
@@ -254,16 +344,37 @@ def _pct(confidence):
     return f"{100 * confidence:.4g}%"
 
 
-def _grows(runs, spec, confidence=0.95, margin=0.0):
-    return (_per_group_mean(runs, spec, lambda rows: rows["late_slope"].to_numpy(), False, confidence, margin),
-            "mean over seeds of the least-squares slope of Q(t) over the second half of the horizon "
-            f"(jobs/round), bootstrap {_pct(confidence)} interval; holds above {spec.threshold:g}", True)
+def _grows(runs, spec, confidence=0.95, margin=0.0, fail_confidence=None):
+    metric = spec.metric if spec.metric in ("late_slope", "full_slope") else "late_slope"
+    span = "the whole horizon" if metric == "full_slope" else "the second half of the horizon"
+    return (_per_group_mean(runs, spec, lambda rows: rows[metric].to_numpy(), False, confidence, margin,
+                            fail_confidence),
+            f"mean over seeds of the least-squares slope of Q(t) over {span} "
+            f"(jobs/round), studentized bootstrap {_pct(confidence)} interval; holds above {spec.threshold:g}", True)
 
 
-def _converges(runs, spec, confidence=0.95, margin=0.0):
-    return (_per_group_mean(runs, spec, lambda rows: rows[spec.metric].to_numpy(), True, confidence, margin),
-            f"mean over seeds of {spec.metric} (Q − Q*), bootstrap {_pct(confidence)} interval; holds "
-            f"below {spec.threshold:g} jobs", False)
+def _converges(runs, spec, confidence=0.95, margin=0.0, fail_confidence=None):
+    return (_per_group_mean(runs, spec, lambda rows: rows[spec.metric].to_numpy(), True, confidence, margin,
+                            fail_confidence),
+            f"mean over seeds of {spec.metric} (Q − Q*), studentized bootstrap {_pct(confidence)} interval; "
+            f"holds below {spec.threshold:g} jobs", False)
+
+
+def _typical_below(runs, spec, confidence=0.95, margin=0.0, fail_confidence=None):
+    groups = list(_groups(runs, spec))
+    fail_confidence = fail_level(confidence, len(groups)) if fail_confidence is None else fail_confidence
+    comparisons = []
+    for unit, name, rows in groups:
+        below = int((rows[spec.metric].to_numpy(dtype=np.float64) < spec.threshold).sum())
+        n = len(rows)
+        low, high = binomial_interval(below, n, confidence)
+        verdict = two_level_verdict(interval_verdict(low, high, 0.5, margin),
+                                    interval_verdict(*binomial_interval(below, n, fail_confidence), 0.5, margin))
+        comparisons.append(Comparison(name, (unit,), below / n, low, high, verdict, n,
+                                      f"{name}: {below}/{n} [{low:.2f}, {high:.2f}] n={n} {verdict}"))
+    return (comparisons,
+            f"share of runs whose {spec.metric} is below {spec.threshold:g}, exact binomial "
+            f"{_pct(confidence)} interval; holds above 1/2", True)
 
 
 def _drop_from_peak(rows):
@@ -272,10 +383,11 @@ def _drop_from_peak(rows):
     return np.where(peak > 0, (peak - final) / np.where(peak > 0, peak, 1), 0.0)
 
 
-def _drops(runs, spec, confidence=0.95, margin=0.0):
-    return (_per_group_mean(runs, spec, _drop_from_peak, False, confidence, margin),
-            f"mean over seeds of (peak Q − final Q)/peak Q, bootstrap {_pct(confidence)} interval; "
-            f"holds above {spec.threshold:g}", True)
+def _drops(runs, spec, confidence=0.95, margin=0.0, fail_confidence=None):
+    where = "; comparisons with τ > T/2 not testable" if spec.testable == "exploration_half" else ""
+    return (_per_group_mean(runs, spec, _drop_from_peak, False, confidence, margin, fail_confidence),
+            f"mean over seeds of (peak Q − final Q)/peak Q, studentized bootstrap {_pct(confidence)} interval; "
+            f"holds above {spec.threshold:g}{where}", True)
 
 
 def _sweep_order(rows):
@@ -286,33 +398,49 @@ def _sweep_order(rows):
         return values
 
 
-def _ordered(runs, spec, confidence=0.95, margin=0.0):
-    comparisons = []
+def _ordered(runs, spec, confidence=0.95, margin=0.0, fail_confidence=None):
+    pairs = []
     for policy in spec.policies:
         rows = _select(runs, spec, policy)
         values = _sweep_order(rows)
         wide = rows.pivot_table(index="seed", columns="sweep_value", values=spec.metric, aggfunc="first")
+        censored = (rows.pivot_table(index="seed", columns="sweep_value", values="censored", aggfunc="first")
+                    if spec.metric == "time_to_optimal" and "censored" in rows else None)
         for smaller, larger in zip(values, values[1:]):
-            pair = wide[[smaller, larger]].dropna()
-            change = pair[larger].to_numpy() - pair[smaller].to_numpy()
-            if spec.direction == "decreasing":
-                change = -change
-            moved = int((change > 0).sum())
-            counted = int((change != 0).sum())  # ties carry no sign
-            share = moved / counted if counted else math.nan
-            low, high = binomial_interval(moved, counted, confidence) if counted else (math.nan, math.nan)
-            verdict = interval_verdict(low, high, 0.5, margin)
-            key = f"{policy} {smaller}→{larger}"
-            comparisons.append(Comparison(key, ((policy, smaller), (policy, larger)), share, low, high,
-                                          verdict, len(pair),
-                                          f"{key}: {moved}/{counted} [{low:.2f}, {high:.2f}] {verdict}"))
+            pairs.append((policy, smaller, larger, wide, censored))
+    fail_confidence = fail_level(confidence, len(pairs)) if fail_confidence is None else fail_confidence
+    comparisons = []
+    for policy, smaller, larger, wide, censored in pairs:
+        pair = wide[[smaller, larger]].dropna()
+        change = pair[larger].to_numpy() - pair[smaller].to_numpy()
+        if spec.direction == "decreasing":
+            change = -change
+        moved = int((change > 0).sum())
+        counted = int((change != 0).sum())  # ties carry no sign (two censored runs are a tie)
+        share = moved / counted if counted else math.nan
+        low, high = binomial_interval(moved, counted, confidence) if counted else (math.nan, math.nan)
+        key = f"{policy} {smaller}→{larger}"
+        both_censored = (censored is not None and len(pair) > 0
+                         and bool(censored.loc[pair.index, [smaller, larger]].astype(bool).all(axis=None)))
+        if counted == 0 and both_censored:
+            verdict = NOT_TESTABLE
+        else:
+            wide_interval = binomial_interval(moved, counted, fail_confidence) if counted else (math.nan, math.nan)
+            verdict = two_level_verdict(interval_verdict(low, high, 0.5, margin),
+                                        interval_verdict(*wide_interval, 0.5, margin))
+        comparisons.append(Comparison(key, ((policy, smaller), (policy, larger)), share, low, high,
+                                      verdict, len(pair),
+                                      f"{key}: {moved}/{counted} [{low:.2f}, {high:.2f}] {verdict}"
+                                      + (" (every run censored at T)" if verdict == NOT_TESTABLE else "")))
+    censoring = ("; a run that never reaches the optimal level is censored at T and counts as slower"
+                 if spec.metric == "time_to_optimal" else "")
     return (comparisons,
             f"share of seeds whose {spec.metric} is {spec.direction} between adjacent sweep values "
-            f"(paired by seed; exact binomial {_pct(confidence)} interval; weakest pair shown); holds when "
-            "every pair is above 1/2", True)
+            f"(paired by seed, ties carry no sign{censoring}; exact binomial {_pct(confidence)} interval; "
+            "weakest pair shown); holds when every pair is above 1/2", True)
 
 
-def _best(runs, spec, confidence=0.95, margin=0.0):
+def _best(runs, spec, confidence=0.95, margin=0.0, fail_confidence=None):
     (claimed,) = spec.policies
     rows = _select(runs, spec)
     wide = rows.pivot_table(index="seed", columns="policy", values=spec.metric, aggfunc="first")
@@ -320,24 +448,27 @@ def _best(runs, spec, confidence=0.95, margin=0.0):
         raise ValueError(f"claim {spec.name!r}: policy {claimed!r} not run in {spec.experiment!r}")
     value_of = dict(zip(rows["policy"], rows["sweep_value"]))
     others = [p for p in wide.columns if p not in (claimed, "oracle")]
+    fail_confidence = fail_level(confidence, len(others)) if fail_confidence is None else fail_confidence
     comparisons = []
     for other in others:
         pair = wide[[claimed, other]].dropna()
         difference = pair[other].to_numpy() - pair[claimed].to_numpy()
         mean = float(difference.mean())
-        low, high = bootstrap_mean_interval(difference, confidence)
-        verdict = interval_verdict(low, high, 0.0, margin)
+        low, high = mean_interval(difference, confidence)
+        verdict = two_level_verdict(interval_verdict(low, high, 0.0, margin),
+                                    interval_verdict(*mean_interval(difference, fail_confidence), 0.0, margin))
         key = f"{other} − {claimed}"
         comparisons.append(Comparison(key, ((claimed, value_of[claimed]), (other, value_of[other])), mean,
                                       low, high, verdict, len(pair),
                                       f"{key}: {mean:.3g} [{low:.3g}, {high:.3g}] {verdict}"))
     return (comparisons,
             f"paired by seed, mean of ({spec.metric} of another policy − {spec.metric} of {claimed}), "
-            f"bootstrap {_pct(confidence)} interval; the comparison that decides, of the {len(others)} other "
-            "non-oracle policies (here {decisive}); holds above 0", True)
+            f"studentized bootstrap {_pct(confidence)} interval; the comparison that decides, of the "
+            f"{len(others)} other non-oracle policies (here {{decisive}}); holds above 0", True)
 
 
-def _stall_rate(runs, spec, confidence=0.95, margin=0.0):
+def _stall_rate(runs, spec, confidence=0.95, margin=0.0, fail_confidence=None):
+    fail_confidence = fail_level(confidence, len(spec.policies)) if fail_confidence is None else fail_confidence
     comparisons = []
     for policy in spec.policies:
         rows = _select(runs, spec, policy)
@@ -345,7 +476,9 @@ def _stall_rate(runs, spec, confidence=0.95, margin=0.0):
         n = len(rows)
         low, high = binomial_interval(stalled, n, confidence)
         seeds = " ".join(str(s) for s in rows.loc[rows["stalled"].astype(bool), "seed"]) or "none"
-        verdict = interval_verdict(low, high, spec.threshold, margin, upward=False)
+        verdict = two_level_verdict(
+            interval_verdict(low, high, spec.threshold, margin, upward=False),
+            interval_verdict(*binomial_interval(stalled, n, fail_confidence), spec.threshold, margin, upward=False))
         units = tuple((policy, value) for value in dict.fromkeys(rows["sweep_value"]))
         comparisons.append(Comparison(policy, units, stalled / n, low, high, verdict, n,
                                       f"{policy}: {stalled}/{n} [{low:.3f}, {high:.3f}] {verdict}; "
@@ -353,21 +486,25 @@ def _stall_rate(runs, spec, confidence=0.95, margin=0.0):
     return (comparisons,
             f"share of stalled runs (tail regret above the stall threshold), exact binomial "
             f"{_pct(confidence)} interval; the decisive policy shown; holds when every policy's upper end "
-            f"is ≤ {spec.threshold:g}", False)
+            f"is below {spec.threshold:g}", False)
 
 
-COMPARISONS = {"grows": _grows, "converges": _converges, "ordered": _ordered, "best": _best,
-               "drops": _drops, "stall_rate": _stall_rate}
+COMPARISONS = {"grows": _grows, "converges": _converges, "typical_below": _typical_below, "ordered": _ordered,
+               "best": _best, "drops": _drops, "stall_rate": _stall_rate}
 
 
-def claim_comparisons(runs, spec, confidence=0.95, margin=0.0):
-    """(comparisons, statistic text, upward) of a claim on a run table."""
-    return COMPARISONS[spec.kind](runs, spec, confidence, margin)
+def claim_comparisons(runs, spec, confidence=0.95, margin=0.0, fail_confidence=None):
+    """(comparisons, statistic text, upward) of a claim on a run table:
+    holds and ties judged at ``confidence``, "does not hold" at
+    ``fail_confidence`` (default: Bonferroni over the claim's comparisons)."""
+    return COMPARISONS[spec.kind](runs, spec, confidence, margin, fail_confidence)
 
 
 def summarise(spec: ClaimSpec, comparisons, statistic: str, upward: bool) -> ClaimResult:
     """The claim's row from its comparisons: the decisive one's value and
-    interval, the combined verdict, the smallest n and every comparison."""
+    interval (for ``best``: the comparison whose interval comes nearest to 0
+    on the claim's side, or the failing one), the combined verdict, the
+    smallest n and every comparison."""
     worst = decisive(comparisons, upward)
     if "{decisive}" in statistic:
         statistic = statistic.replace("{decisive}", worst.key.split(" − ")[0])
@@ -376,8 +513,8 @@ def summarise(spec: ClaimSpec, comparisons, statistic: str, upward: bool) -> Cla
                        "; ".join(c.text for c in comparisons), tuple(comparisons))
 
 
-def check_claim(runs, spec, confidence=0.95, margin=0.0) -> ClaimResult:
-    return summarise(spec, *claim_comparisons(runs, spec, confidence, margin))
+def check_claim(runs, spec, confidence=0.95, margin=0.0, fail_confidence=None) -> ClaimResult:
+    return summarise(spec, *claim_comparisons(runs, spec, confidence, margin, fail_confidence))
 
 
 def _checker(kind):
@@ -392,6 +529,10 @@ check_grows, check_converges, check_ordered, check_best, check_drops, check_stal
 CHECKS = {kind: _checker(kind) for kind in KINDS}
 
 
+def _margin(margins, kind):
+    return float((margins or {}).get(kind, 0.0))
+
+
 def evaluate_claims(specs: Sequence[ClaimSpec], runs_tables: Mapping[str, pd.DataFrame],
                     margins: Mapping[str, float] | None = None) -> pd.DataFrame:
     """The claims table: one row per claim, in the order given (``margins``:
@@ -400,12 +541,62 @@ def evaluate_claims(specs: Sequence[ClaimSpec], runs_tables: Mapping[str, pd.Dat
     for spec in specs:
         if spec.experiment not in runs_tables:
             raise ValueError(f"claim {spec.name!r}: no run table for experiment {spec.experiment!r}")
-        result = check_claim(runs_tables[spec.experiment], spec, margin=float((margins or {}).get(spec.kind, 0.0)))
+        result = check_claim(runs_tables[spec.experiment], spec, margin=_margin(margins, spec.kind))
         rows.append({"claim": spec.name, "figure": spec.figure, "experiment": spec.experiment,
                      "statement": spec.statement, "statistic": result.statistic, "value": result.value,
                      "ci_low": result.ci_low, "ci_high": result.ci_high, "verdict": result.verdict,
                      "n_seeds": result.n_seeds, "detail": result.detail})
     return pd.DataFrame(rows, columns=list(CLAIM_COLUMNS))
+
+
+READING_COLUMNS = ("claim", "figure", "source", "reading", "primary", "kind", "metric", "statistic", "value",
+                   "ci_low", "ci_high", "confidence", "n", "verdict", "why", "seeds")
+
+
+def reading_rows(spec: ClaimSpec, runs: pd.DataFrame, margins, confidence=0.95, seeds="") -> list[dict]:
+    """One row per registered reading of a claim (the primary first) on one run table."""
+    rows = []
+    for primary, reading in [(True, spec)] + [(False, spec.alternative(r)) for r in spec.readings]:
+        result = check_claim(runs, reading, confidence, _margin(margins, reading.kind))
+        rows.append({"claim": spec.name, "figure": spec.figure, "source": spec.source,
+                     "reading": reading.reading or ("primary" if primary else ""), "primary": primary,
+                     "kind": reading.kind, "metric": reading.metric, "statistic": result.statistic,
+                     "value": result.value, "ci_low": result.ci_low, "ci_high": result.ci_high,
+                     "confidence": confidence, "n": result.n_seeds, "verdict": result.verdict,
+                     "why": reading.why, "seeds": seeds})
+    return rows
+
+
+def reading_mark(spec: ClaimSpec | None, verdicts: Sequence[str]) -> str:
+    """robust when every registered reading gives the primary's verdict,
+    reading-dependent otherwise; by construction for a check that cannot fail."""
+    if spec is not None and spec.by_construction:
+        return BY_CONSTRUCTION
+    return ROBUST if len(set(verdicts)) == 1 else READING_DEPENDENT
+
+
+def readings_table(rows: Sequence[Mapping], specs: Mapping[str, ClaimSpec]) -> pd.DataFrame:
+    """The readings table with each claim's mark (column ``mark``)."""
+    table = pd.DataFrame(list(rows), columns=list(READING_COLUMNS))
+    marks = {claim: reading_mark(specs.get(claim), list(group["verdict"]))
+             for claim, group in table.groupby("claim", sort=False)}
+    table["mark"] = table["claim"].map(marks)
+    return table
+
+
+def readings_markdown(table: pd.DataFrame, header: str = "") -> str:
+    """The readings table as Markdown: per claim, every reading's statistic,
+    value [interval], n and verdict, the primary first, and the mark."""
+    lines = [header, ""] if header else []
+    lines += ["| claim | reading | metric | value [interval] | level | n | verdict | mark |",
+              "| --- | --- | --- | --- | ---: | ---: | --- | --- |"]
+    for row in table.itertuples():
+        name = f"**{row.reading}** (primary)" if row.primary else row.reading
+        lines.append(f"| `{row.claim}` | {name} | {row.metric} | {_interval(row.value, row.ci_low, row.ci_high)} | "
+                     f"{100 * row.confidence:.4g}% | {row.n} | {row.verdict} | {row.mark} |")
+    lines += ["", "Why each reading:", ""]
+    lines += [f"- `{row.claim}`, {row.reading}: {row.why}" for row in table.itertuples() if row.why]
+    return "\n".join(lines) + "\n"
 
 
 POWERED_MERGE = {"value": "powered_value", "ci_low": "powered_ci_low", "ci_high": "powered_ci_high",
