@@ -10,6 +10,7 @@ from cqb.pipeline.verdicts import check_seed_uses, evaluation_seeds, retired_see
 POWERED = powered_claims(config, PLAN, CLAIM_SPECS)
 POWERED_LOOK = f"{RESULTS}/powered/{{claim}}/look{{look}}.json"
 POWERED_TABLE = f"{FIGURES}/claims_powered.tsv"
+POWERED_READINGS = f"{FIGURES}/claims_powered_readings.tsv"
 STAGE2 = config["tuning"]["stage2"]
 STAGE2_SEEDS = tuple(range(STAGE2["first_seed"], STAGE2["first_seed"] + STAGE2["seeds"]))
 CONTENDERS = f"{RESULTS}/tuning/contenders.tsv"
@@ -72,6 +73,7 @@ rule powered_claims:
         [f"{RESULTS}/powered/{name}/final.json" for name in POWERED],
     output:
         table=POWERED_TABLE,
+        readings=POWERED_READINGS,
     params:
         claims=list(POWERED),
         specs=POWERED,

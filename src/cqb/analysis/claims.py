@@ -72,7 +72,6 @@ NOT_TESTABLE = "not testable at this T"
 VERDICTS = (HOLDS, FAILS, TIE, INCONCLUSIVE, NOT_TESTABLE)
 DECIDED = (HOLDS, FAILS, TIE, NOT_TESTABLE)  # a comparison stops at these
 ROBUST, READING_DEPENDENT, BY_CONSTRUCTION = "robust", "reading-dependent", "by construction"
-BOOTSTRAP_RESAMPLES = 1999  # studentized bootstrap of a mean
 CLAIM_COLUMNS = ("claim", "figure", "experiment", "statement", "statistic", "value", "ci_low",
                  "ci_high", "verdict", "n_seeds", "detail")
 
@@ -177,44 +176,46 @@ def bootstrap_mean_interval(values, confidence=0.95, resamples=4000, seed=0) -> 
     return float(low), float(high)
 
 
-def studentized_quantiles(values: np.ndarray, resamples: int, rng) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(mean, se, t*) of the rows of ``values`` (replications × n): the
-    bootstrap-t statistics t* = (mean* − mean)/se* of ``resamples``
-    resamples of each row (replications × resamples), vectorised."""
+def skew_corrected_bounds(values, confidence):
+    """Hall's skewness-corrected t interval of the mean, per row of
+    ``values`` (replications × n), vectorised: with t = (x̄ − μ)/s and γ̂ the
+    sample skewness, g(t) = t + γ̂t²/3 + γ̂²t³/27 + γ̂/(6n) is monotone and
+    √n·g(t) is nearly Student-t with n − 1 degrees of freedom, so inverting
+    g at ± t_(n−1) quantiles gives the interval (P. Hall, "On the removal of
+    skewness by transformation", JRSS B 54, 1992). Second-order correct like
+    the studentized bootstrap, without resampling; a row without spread
+    gives its point."""
+    from scipy.stats import t as student
+
     values = np.atleast_2d(np.asarray(values, dtype=np.float64))
-    reps, n = values.shape
+    n = values.shape[1]
     mean = values.mean(axis=1)
-    sd = values.std(axis=1, ddof=1)
-    floor = 1e-12 * np.maximum(1.0, np.abs(values).max(axis=1))
-    se = np.maximum(sd, floor) / math.sqrt(n)
-    index = rng.integers(n, size=(reps, resamples, n))
-    draws = np.take_along_axis(values[:, None, :], index, axis=2)
-    star_mean = draws.mean(axis=2)
-    star_se = draws.std(axis=2, ddof=1) / math.sqrt(n)
-    # a resample without spread has no t*: left out (NaN) rather than infinite
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t_star = np.where(star_se > floor[:, None] / math.sqrt(n), (star_mean - mean[:, None]) / star_se, np.nan)
-    return mean, se, t_star
+    centred = values - mean[:, None]
+    sd = np.sqrt((centred ** 2).sum(axis=1) / (n - 1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        skew = np.where(sd > 0, (centred ** 3).mean(axis=1) / sd ** 3, 0.0)
+    c = float(student.ppf(1 - (1 - confidence) / 2, n - 1)) / math.sqrt(n)
+
+    def inverse(x):
+        # g⁻¹(x) = (3/γ̂)·(cbrt(1 + γ̂(x − γ̂/(6n))) − 1); x − γ̂/(6n) itself when γ̂ = 0
+        shifted = x - skew / (6 * n)
+        small = np.abs(skew) < 1e-9
+        with np.errstate(invalid="ignore", divide="ignore"):
+            root = 3 / skew * (np.cbrt(1 + skew * shifted) - 1)
+        return np.where(small, shifted, root)
+
+    low = mean - sd * inverse(c)
+    high = mean - sd * inverse(-c)
+    return np.where(sd > 0, low, mean), np.where(sd > 0, high, mean)
 
 
-def t_interval_from(mean, se, t_star, confidence):
-    """The studentized interval mean − t*_(1−a)·se, mean − t*_(a)·se per row."""
-    a = (1 - confidence) / 2
-    upper_q, lower_q = np.nanquantile(t_star, [1 - a, a], axis=1)
-    return mean - upper_q * se, mean - lower_q * se
-
-
-def mean_interval(values, confidence=0.95, resamples=BOOTSTRAP_RESAMPLES, seed=0) -> tuple[float, float]:
-    """Studentized (bootstrap-t) interval of the mean over seeds, from a fixed
-    stream: the same values give the same interval. A sample without spread
-    gives the point itself."""
+def mean_interval(values, confidence=0.95) -> tuple[float, float]:
+    """Hall's skewness-corrected t interval of the mean over seeds
+    (:func:`skew_corrected_bounds`); NaN below two seeds."""
     values = np.asarray(values, dtype=np.float64)
     if values.shape[0] < 2:
         return math.nan, math.nan
-    if np.all(values == values[0]):
-        return float(values[0]), float(values[0])
-    mean, se, t_star = studentized_quantiles(values[None, :], resamples, np.random.default_rng(seed))
-    low, high = t_interval_from(mean, se, t_star, confidence)
+    low, high = skew_corrected_bounds(values[None, :], confidence)
     return float(low[0]), float(high[0])
 
 
@@ -350,13 +351,13 @@ def _grows(runs, spec, confidence=0.95, margin=0.0, fail_confidence=None):
     return (_per_group_mean(runs, spec, lambda rows: rows[metric].to_numpy(), False, confidence, margin,
                             fail_confidence),
             f"mean over seeds of the least-squares slope of Q(t) over {span} "
-            f"(jobs/round), studentized bootstrap {_pct(confidence)} interval; holds above {spec.threshold:g}", True)
+            f"(jobs/round), skew-corrected t {_pct(confidence)} interval; holds above {spec.threshold:g}", True)
 
 
 def _converges(runs, spec, confidence=0.95, margin=0.0, fail_confidence=None):
     return (_per_group_mean(runs, spec, lambda rows: rows[spec.metric].to_numpy(), True, confidence, margin,
                             fail_confidence),
-            f"mean over seeds of {spec.metric} (Q − Q*), studentized bootstrap {_pct(confidence)} interval; "
+            f"mean over seeds of {spec.metric} (Q − Q*), skew-corrected t {_pct(confidence)} interval; "
             f"holds below {spec.threshold:g} jobs", False)
 
 
@@ -386,7 +387,7 @@ def _drop_from_peak(rows):
 def _drops(runs, spec, confidence=0.95, margin=0.0, fail_confidence=None):
     where = "; comparisons with τ > T/2 not testable" if spec.testable == "exploration_half" else ""
     return (_per_group_mean(runs, spec, _drop_from_peak, False, confidence, margin, fail_confidence),
-            f"mean over seeds of (peak Q − final Q)/peak Q, studentized bootstrap {_pct(confidence)} interval; "
+            f"mean over seeds of (peak Q − final Q)/peak Q, skew-corrected t {_pct(confidence)} interval; "
             f"holds above {spec.threshold:g}{where}", True)
 
 
@@ -463,7 +464,7 @@ def _best(runs, spec, confidence=0.95, margin=0.0, fail_confidence=None):
                                       f"{key}: {mean:.3g} [{low:.3g}, {high:.3g}] {verdict}"))
     return (comparisons,
             f"paired by seed, mean of ({spec.metric} of another policy − {spec.metric} of {claimed}), "
-            f"studentized bootstrap {_pct(confidence)} interval; the comparison that decides, of the "
+            f"skew-corrected t {_pct(confidence)} interval; the comparison that decides, of the "
             f"{len(others)} other non-oracle policies (here {{decisive}}); holds above 0", True)
 
 
@@ -599,6 +600,34 @@ def readings_markdown(table: pd.DataFrame, header: str = "") -> str:
     return "\n".join(lines) + "\n"
 
 
+def claims_readings(specs: Sequence[ClaimSpec], runs_tables: Mapping[str, pd.DataFrame], margins,
+                    powered_readings: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The readings table: every registered reading of every claim, on the
+    powered reading's runs where the claim has one (its last look), else on
+    the figures' seeds; with each claim's mark."""
+    powered = {} if powered_readings is None else {
+        claim: group for claim, group in powered_readings.groupby("claim", sort=False)}
+    rows = []
+    for spec in specs:
+        if spec.name in powered:
+            rows += powered[spec.name].to_dict("records")
+        else:
+            rows += reading_rows(spec, runs_tables[spec.experiment], margins, seeds="figures")
+    table = readings_table(rows, {spec.name: spec for spec in specs})
+    table["primary"] = table["primary"].astype(str).str.lower().isin(("true", "1"))
+    return table
+
+
+def with_marks(table: pd.DataFrame, readings: pd.DataFrame, by_construction: Mapping[str, str]) -> pd.DataFrame:
+    """The claims table with each claim's mark (robust, reading-dependent, by
+    construction) and the reason of a check that holds by construction."""
+    marks = dict(zip(readings["claim"], readings["mark"]))
+    table = table.copy()
+    table["mark"] = [BY_CONSTRUCTION if by_construction.get(c) else marks.get(c, ROBUST) for c in table["claim"]]
+    table["by_construction"] = [by_construction.get(c, "") for c in table["claim"]]
+    return table
+
+
 POWERED_MERGE = {"value": "powered_value", "ci_low": "powered_ci_low", "ci_high": "powered_ci_high",
                  "confidence": "powered_confidence", "verdict": "powered_verdict", "n_seeds": "powered_n_seeds",
                  "cap": "powered_cap", "n_runs": "powered_n_runs", "looks": "powered_looks",
@@ -635,13 +664,16 @@ def claims_markdown(table: pd.DataFrame, header: str = "") -> str:
         lines += [f"Verdicts of the {int(has.sum())} claims with both readings — at the figures' seeds: "
                   f"{counts(table.loc[has, 'verdict'])}; powered: {counts(table.loc[has, 'powered_verdict'])}.",
                   ""]
+    marked = "mark" in table.columns
+    mark_head = " mark |" if marked else ""
+    mark_rule = " --- |" if marked else ""
     if powered:
         lines += ["| claim | figure | statistic | value [95% interval] | verdict | n seeds | "
-                  "powered: value [interval] | powered verdict | powered n (cap) |",
-                  "| --- | --- | --- | --- | --- | ---: | --- | --- | ---: |"]
+                  "powered: value [interval] | powered verdict | powered n (cap) |" + mark_head,
+                  "| --- | --- | --- | --- | --- | ---: | --- | --- | ---: |" + mark_rule]
     else:
-        lines += ["| claim | figure | statistic | value [95% interval] | verdict | n seeds |",
-                  "| --- | --- | --- | --- | --- | ---: |"]
+        lines += ["| claim | figure | statistic | value [95% interval] | verdict | n seeds |" + mark_head,
+                  "| --- | --- | --- | --- | --- | ---: |" + mark_rule]
     for row in table.itertuples():
         line = (f"| {row.statement} | {row.figure} | {row.statistic} | "
                 f"{_interval(row.value, row.ci_low, row.ci_high)} | **{row.verdict}** | {row.n_seeds} |")
@@ -652,7 +684,14 @@ def claims_markdown(table: pd.DataFrame, header: str = "") -> str:
                          f"{int(row.powered_n_seeds)} ({int(row.powered_cap)}) |")
             else:
                 line += " | | |"
+        if marked:
+            line += f" {row.mark} |"
         lines.append(line)
+    if marked:
+        lines += ["", "Mark: **robust** when every registered reading of the claim gives the same verdict "
+                  "(docs/results/claims_readings.md), **reading-dependent** otherwise; **by construction**: "
+                  "a check that cannot fail, shown and not counted as evidence:", ""]
+        lines += [f"- `{row.claim}`: {row.by_construction}" for row in table.itertuples() if row.by_construction]
     lines += ["", "Every comparison behind each verdict:", ""]
     lines += [f"- `{row.claim}`: {row.detail}" for row in table.itertuples()]
     if powered:

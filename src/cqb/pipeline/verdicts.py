@@ -128,3 +128,15 @@ def retired_seeds(config: Mapping) -> set:
             config_error(f"powered.retired_seeds[{index}]", [first, last], "must be [first, last] with first ≤ last")
         seeds.update(range(int(first), int(last) + 1))
     return seeds
+
+
+REGISTRY_SECTIONS = ("claims", "claim_margins", "powered", "summaries", "calibration")
+
+
+def registry_hash(config: Mapping) -> str:
+    """The hash of the claims registry and the pre-registered design (the
+    claims, margins, powered design, run-summary settings and calibration of
+    the config), recorded in the claims tables' provenance."""
+    from .results import config_hash
+
+    return config_hash({key: config.get(key) for key in REGISTRY_SECTIONS})
