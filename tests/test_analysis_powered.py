@@ -107,7 +107,7 @@ def test_decided_comparisons_keep_their_look_and_only_undecided_units_are_reques
 def test_claim_stops_when_every_comparison_is_decided():
     a = np.zeros(8)
     claim = best_claim(["b"], looks=(4, 8))
-    state = evaluate_look(claim, 0, runs_table({("a", ""): a, ("b", ""): a + np.arange(1, 9)}), None)
+    state = evaluate_look(claim, 0, runs_table({("a", ""): a, ("b", ""): a + np.arange(5, 13)}), None)
     assert state["verdict"] == HOLDS and not state["continue"] and state["pending"] == []
     with pytest.raises(ValueError, match="stopped"):
         evaluate_look(claim, 1, runs_table({("a", ""): a, ("b", ""): a + 1}), state)
