@@ -164,6 +164,25 @@ def test_calibration_shows_an_unsplit_alpha_exceeding_its_level():
     assert np.mean(verdict != INCONCLUSIVE) > 0.07  # α/K = 0.05 per look: the union exceeds 0.05
 
 
+def test_the_typical_run_reading_is_calibrated_where_the_mean_reading_is_not():
+    # runs shaped like the base instance: most end near 0 jobs, 2 % stall at ~80 jobs
+    rng = np.random.default_rng(5)
+    tail = np.where(rng.random(400) < 0.02, 80.0, rng.normal(0.2, 0.3, 400))
+    runs = runs_table({("p", ""): list(tail)}, "tail_regret")
+    from cqb.analysis.calibration import claim_shape
+    typical = ClaimSpec(name="t", statement="", kind="typical_below", experiment="e", policies=("p",),
+                        metric="tail_regret", threshold=1.0)
+    shape = claim_shape(typical, runs, 0.0)
+    assert shape.threshold == 0.5 and set(np.unique(shape.values)) <= {-1.0, 1.0}
+    table = calibrate([shape], {"t": ((20, 40, 80, 160), 0.05)}, 2000, 3)
+    null, effect = table.iloc[0], table.iloc[1]
+    assert null["true_value"] == pytest.approx(0.5)
+    assert null["type1_ok"] and effect["expected"] == HOLDS and effect["power"] > 0.9
+    # the mean of the same runs moved onto 1 job: its "holds" is wrong far more often than α
+    mean = Shape("m", "converges", "p", tail, 1.0, 0.0, False, 1)
+    assert calibrate([mean], {"m": ((20, 40, 80, 160), 0.05)}, 2000, 3).iloc[0]["type1_error"] > 0.2
+
+
 def test_null_values_sit_on_the_boundary():
     signs = Shape("o", "ordered", "p", np.array([1, 1, 1, -1, 0.0]), 0.5, 0.15, True, 1)
     centred = null_values(signs, None)

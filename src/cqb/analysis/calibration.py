@@ -40,6 +40,8 @@ CALIBRATION_COLUMNS = ("claim", "kind", "comparison", "scenario", "n_values", "t
                        "replications", "looks", "holds", "does_not_hold", "tie", "inconclusive",
                        "type1_error", "type1_se", "type1_ok", "expected", "power", "mean_seeds")
 MEAN_KINDS = ("grows", "converges", "drops", "best")
+# Kinds read as signs (+1 / −1, 0 a tie) against a share of one half.
+SIGN_KINDS = ("ordered", "typical_below")
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,8 @@ def _values_of(spec, runs, comparison) -> np.ndarray:
         if unit == comparison.units[0]:
             if spec.kind == "stall_rate":
                 return rows["stalled"].to_numpy(dtype=np.float64)
+            if spec.kind == "typical_below":
+                return np.where(rows[spec.metric].to_numpy(dtype=np.float64) < spec.threshold, 1.0, -1.0)
             if spec.kind == "drops":
                 return _drop_from_peak(rows)
             if spec.kind == "grows":
@@ -96,10 +100,10 @@ def claim_shape(spec, runs: pd.DataFrame, margin: float, shape_runs: pd.DataFram
     usable = [c for c in comparisons if c.verdict != NOT_TESTABLE and math.isfinite(c.value)]
     if not usable:
         return None
-    threshold = 0.5 if spec.kind == "ordered" else (0.0 if spec.kind == "best" else spec.threshold)
+    threshold = 0.5 if spec.kind in SIGN_KINDS else (0.0 if spec.kind == "best" else spec.threshold)
     nearest = min(usable, key=lambda c: abs(c.value - threshold) / (abs(c.ci_high - c.ci_low) or 1.0))
     source = runs
-    if shape_runs is not None and spec.kind in ("converges", "stall_rate") and all(
+    if shape_runs is not None and spec.kind in ("converges", "typical_below", "stall_rate") and all(
             policy in set(shape_runs["policy"]) for policy, _ in nearest.units):
         source = shape_runs
         spec = _without_sweep(spec)
@@ -164,7 +168,7 @@ def simulate_procedure(shape: Shape, values: np.ndarray, looks: Sequence[int], a
             low, high = skew_corrected_bounds(sample, confidence)
             wide_low, wide_high = skew_corrected_bounds(sample, fail_confidence)
             threshold = shape.threshold
-        elif shape.kind == "ordered":
+        elif shape.kind in SIGN_KINDS:
             moved = (sample > 0).sum(axis=1)
             counted = (sample != 0).sum(axis=1)
             low, high = _binomial_bounds(moved, counted, confidence)
@@ -189,7 +193,7 @@ def null_values(shape: Shape, rng) -> np.ndarray:
     values = shape.values
     if shape.kind in MEAN_KINDS:
         return values - values.mean() + shape.threshold
-    if shape.kind == "ordered":
+    if shape.kind in SIGN_KINDS:
         signed = values[values != 0]
         ties = values[values == 0]
         half = np.concatenate([np.ones(max(1, signed.size)), -np.ones(max(1, signed.size))])
@@ -200,9 +204,9 @@ def null_values(shape: Shape, rng) -> np.ndarray:
 
 
 def _expected(shape: Shape) -> str:
-    value = shape.values.mean() if shape.kind != "ordered" else (
+    value = shape.values.mean() if shape.kind not in SIGN_KINDS else (
         (shape.values > 0).sum() / max(1, (shape.values != 0).sum()))
-    if shape.kind == "ordered":
+    if shape.kind in SIGN_KINDS:
         threshold = 0.5
     else:
         threshold = shape.threshold
@@ -233,7 +237,7 @@ def calibrate(shapes: Sequence[Shape], designs: Mapping[str, tuple[tuple[int, ..
             type1 = share[HOLDS] + share[FAILS] if scenario == "null" else math.nan
             se = math.sqrt(type1 * (1 - type1) / replications) if scenario == "null" else math.nan
             expected = "" if scenario == "null" else _expected(shape)
-            true_value = (float(values.mean()) if shape.kind != "ordered"
+            true_value = (float(values.mean()) if shape.kind not in SIGN_KINDS
                           else float((values > 0).sum() / max(1, (values != 0).sum())))
             rows.append({"claim": shape.claim, "kind": shape.kind, "comparison": shape.comparison,
                          "scenario": scenario, "n_values": int(shape.values.shape[0]), "true_value": true_value,
