@@ -7,7 +7,8 @@ import pandas as pd
 
 from cqb import __version__
 from cqb.analysis.aggregate import write_table
-from cqb.analysis.claims import HOLDS, FAILS, claims_markdown, evaluate_claims, with_powered
+from cqb.analysis.claims import (HOLDS, FAILS, claims_markdown, claims_readings, evaluate_claims, readings_markdown,
+                                 with_marks, with_powered)
 from cqb.sim.code_hash import simulation_code_hash
 from cqb.io.files import atomic_write_text
 from cqb.pipeline.results import markdown_table, provenance, provenance_line, results_summary
@@ -27,12 +28,23 @@ def tuning_row(choices_path, configured):
             "n_seeds": int(chosen["n_runs"].min()), "detail": "; ".join(problems) or listing}
 
 
+TUNED_VALUES_USED = ("the workflow stops before the claims when a configured value differs from the tuned "
+                     "choice (rule tuning), so this check cannot fail here")
+
+
 def main(smk):
     with open(smk.log[0], "w") as log:
         runs = {name: read_runs_table(path) for name, path in zip(smk.params.run_experiments, smk.input.runs)}
         record = provenance(smk.config, simulation_code_hash(),
                             {h for table in runs.values() for h in table["code_hash"] if h}, __version__)
+        record["claims_registry_hash"] = smk.params.registry_hash
         table = evaluate_claims(smk.params.specs, runs, smk.params.margins)
+        powered_readings = None
+        if smk.input.get("powered_readings"):
+            powered_readings = pd.read_csv(smk.input.powered_readings, sep="\t", keep_default_na=False,
+                                           na_values={c: ["nan", ""] for c in ("value", "ci_low", "ci_high")})
+        readings = claims_readings(smk.params.specs, runs, smk.params.margins, powered_readings)
+        by_construction = {spec.name: spec.by_construction for spec in smk.params.specs if spec.by_construction}
         if smk.input.get("tuning"):
             table = pd.concat([table, pd.DataFrame([tuning_row(smk.input.tuning, smk.params.configured)])],
                               ignore_index=True)
@@ -40,7 +52,15 @@ def main(smk):
             powered = pd.read_csv(smk.input.powered, sep="\t", keep_default_na=False,
                                   na_values={c: ["nan", ""] for c in ("value", "ci_low", "ci_high")})
             table = with_powered(table, powered)
+        if smk.input.get("tuning"):
+            by_construction["tuned_values_used"] = TUNED_VALUES_USED
+        table = with_marks(table, readings, by_construction)
         write_table(table, smk.output.tsv, smk.params.float_format)
+        write_table(readings, smk.output.readings_tsv, smk.params.float_format)
+        atomic_write_text(smk.output.readings_md, readings_markdown(
+            readings, f"{provenance_line(record)}\n\nEvery registered reading of every claim "
+            "(docs/verdicts.md, \"The claims registry\"): on the powered reading's runs where the claim has one, "
+            "else on the figures' seeds."))
         atomic_write_text(smk.output.md, claims_markdown(table))
         curves = {name: read_curves_table(path) for name, path in zip(smk.params.curve_experiments, smk.input.curves)}
         text = [provenance_line(record), "",

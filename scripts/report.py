@@ -3,6 +3,8 @@
 import json
 from pathlib import Path
 
+import pandas as pd
+
 from cqb.io.files import atomic_write_text
 from cqb.pipeline.report import read_claims, report_html
 from cqb.pipeline.results import provenance_line
@@ -12,7 +14,10 @@ def main(smk):
     claims = read_claims(Path(smk.input.claims))
     powered = read_claims(Path(smk.input.powered)) if smk.input.get("powered") else None
     provenance = provenance_line(json.loads(Path(smk.input.provenance).read_text()))
-    page = report_html(Path(smk.output[0]).parent, claims, powered, provenance, Path(smk.params.captions))
+    calibration = (pd.read_csv(smk.input.calibration, sep="\t", keep_default_na=False)
+                   if smk.input.get("calibration") else None)
+    page = report_html(Path(smk.output[0]).parent, claims, powered, provenance, Path(smk.params.captions),
+                       calibration)
     atomic_write_text(smk.output[0], page)
     with open(smk.log[0], "w") as log:
         print(f"{len(claims)} claims, {len(smk.input.figures)} figures -> {smk.output[0]}", file=log)

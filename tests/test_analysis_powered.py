@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cqb.analysis.claims import (FAILS, HOLDS, INCONCLUSIVE, TIE, ClaimSpec, binomial_interval, bootstrap_mean_interval,
+from cqb.analysis.claims import (FAILS, HOLDS, INCONCLUSIVE, TIE, ClaimSpec, binomial_interval, bootstrap_mean_interval, mean_interval,
                         combine, interval_verdict)
 from cqb.errors import ConfigError
 from cqb.analysis.powered import PoweredClaim, evaluate_look, look_counts, powered_row, unit_key
@@ -74,7 +74,7 @@ def test_a_look_reads_exactly_its_first_n_seeds_at_its_level():
     state = evaluate_look(claim, 0, runs_table({("a", ""): a, ("b", ""): b}), None)
     (comparison,) = state["comparisons"]
     assert comparison["n"] == 4 and state["n"] == 4
-    low, high = bootstrap_mean_interval(b[:4] - a[:4], claim.confidence)
+    low, high = mean_interval(b[:4] - a[:4], claim.confidence)
     assert (comparison["ci_low"], comparison["ci_high"]) == pytest.approx((low, high))
     assert comparison["value"] == pytest.approx((b[:4] - a[:4]).mean())
 
@@ -107,7 +107,7 @@ def test_decided_comparisons_keep_their_look_and_only_undecided_units_are_reques
 def test_claim_stops_when_every_comparison_is_decided():
     a = np.zeros(8)
     claim = best_claim(["b"], looks=(4, 8))
-    state = evaluate_look(claim, 0, runs_table({("a", ""): a, ("b", ""): a + np.arange(1, 9)}), None)
+    state = evaluate_look(claim, 0, runs_table({("a", ""): a, ("b", ""): a + np.arange(5, 13)}), None)
     assert state["verdict"] == HOLDS and not state["continue"] and state["pending"] == []
     with pytest.raises(ValueError, match="stopped"):
         evaluate_look(claim, 1, runs_table({("a", ""): a, ("b", ""): a + 1}), state)
@@ -207,6 +207,6 @@ def test_claims_markdown_shows_both_readings_side_by_side():
     text = claims_markdown(table)
     assert "| powered: value [interval] | powered verdict | powered n (cap) |" in text
     assert f"**{INCONCLUSIVE}** | 10 |" in text and f"**{HOLDS}** | 8 (8) |" in text
-    assert "at the figures' seeds: 0 holds, 0 does not hold, 0 tie within δ, 1 inconclusive; powered: 1 holds" in text
+    assert "at the figures' seeds: 0 holds, 0 does not hold, 0 tie within δ, 1 inconclusive, 0 not testable at this T; powered: 1 holds" in text
     with pytest.raises(ValueError, match="not in the claims table"):
         with_powered(first, pd.DataFrame([dict(powered_row(claim, state), claim="other")]))

@@ -210,7 +210,8 @@ def test_every_grid_cell_of_the_config_has_its_best_claim_and_uses_the_evaluatio
     cells = grid_cells(plan.grid, plan, claim_specs(config, plan))
     assert {(c.dataset, c.column) for c in cells} >= {("mnist", "default"), ("coupon", "assumptions")}
     for c in cells:
-        assert c.spec.metric == "mean_regret" and c.spec.policies[0].startswith("cqb_eps")
+        assert c.spec.metric == "tail_regret" and c.spec.policies[0].startswith("cqb_eps")
+        assert c.spec.quote.startswith("The results in Figure 4 show") and c.spec.readings
         assert {seed for curve in plan.curves[c.experiment] for seed in curve.seeds} == set(range(10))
         labels = {label for label, _ in c.policies}
         assert len(labels) == 7, c.experiment  # the seven policies of the brief, oracle excluded
@@ -226,10 +227,20 @@ def test_every_grid_cell_of_the_config_has_its_best_claim_and_uses_the_evaluatio
     assert all(c.norm_bound_kind == "shared" for c in cells if c.column != "per_server_S")
 
 
-def test_a_grid_cell_without_its_claim_is_refused_by_name():
+def test_a_grid_cell_without_its_figure4_claim_is_refused_by_name():
     config = full_config()
     config = copy.deepcopy(config)
-    config["claims"] = [c for c in config["claims"] if c["experiment"] != "coupon_coupon_drop"]
+    config["claims"] = [c for c in config["claims"] if c["experiment"] != "coupon"]
     plan = build_plan(config)
-    with pytest.raises(ConfigError, match="coupon_coupon_drop has no `best` claim"):
-        grid_cells(plan.grid, plan, claim_specs(config, plan))
+    with pytest.raises(ConfigError, match="Figure 4 experiment coupon has no `best` claim"):
+        claim_specs(config, plan)
+
+
+def test_the_grid_claims_are_generated_one_per_cell_with_an_experiment():
+    config = full_config()
+    plan = build_plan(config)
+    specs = claim_specs(config, plan)
+    generated = [s for s in specs if s.figure == "fig7"]
+    cells = grid_cells(plan.grid, plan, specs)
+    assert {s.experiment for s in generated} == {c.experiment for c in cells if c.column != "default"}
+    assert next(s for s in generated if s.experiment == "mnist_sqrt_d").policies == ("cqb_eps_sqrtd",)

@@ -21,7 +21,7 @@ from cqb.figures.candidates_plot import plot_leaderboard
 from cqb.pipeline.candidates import (Benchmark, add_runs, benchmark_setup, candidate_claims, candidate_list,
                                      leaderboard, summary_markdown)
 from cqb.pipeline.results import publish_candidates
-from cqb.analysis.claims import FAILS, HOLDS, INCONCLUSIVE, bootstrap_mean_interval
+from cqb.analysis.claims import FAILS, HOLDS, INCONCLUSIVE, bootstrap_mean_interval, mean_interval
 from cqb.errors import ConfigError
 from cqb.pipeline.config_schema import validate_config
 from cqb.pipeline.experiments import build_plan
@@ -178,7 +178,7 @@ def test_claims_pair_by_seed_against_the_named_baseline():
     eps, opt = claims.itertuples()
     assert eps.statement == "Mine has lower mean regret than CQB-ε on synthetic_base"
     assert eps.value == pytest.approx(GAPS.mean())
-    assert (eps.ci_low, eps.ci_high) == pytest.approx(bootstrap_mean_interval(GAPS))
+    assert (eps.ci_low, eps.ci_high) == pytest.approx(mean_interval(GAPS))
     assert eps.verdict == HOLDS and eps.n_seeds == 10
     assert (opt.baseline, opt.value, opt.verdict) == ("cqb_opt", pytest.approx(-2.0), FAILS)
 

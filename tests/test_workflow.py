@@ -85,7 +85,7 @@ def test_dry_run_of_full_config_builds_every_figure(tmp_path):
     # and 3 × (30 + 10 + 10 + 10 + 20) at K = 9; fig4: 3×8×10; tuning 7×5×30 and the
     # stall check 5×200; Figure 7's cells 1880 (as in tests/test_pipeline_experiments.py); the powered
     # reading's first look (later looks and the tuning's stage 2 wait for their checkpoints):
-    # stall_rate_defaults 5×400 on seeds 20000–20399, and 20 seeds of every other unit not among
+    # stall_rate_defaults 5×400 on seeds 60000–60399, and 20 seeds of every other unit not among
     # those (Random on the base instance, 2×2 at ϵ ≠ 0.1, 2×3 at K ≠ 5, 2×3 at d ≠ 5, 3×7 real-data)
     assert "rule fig5:" in output and "rule regret_rates:" in output
     powered_first_look = 5 * 400 + 20 * (1 + 4 + 6 + 6 + 21)
@@ -100,21 +100,35 @@ def test_smoke_run_builds_the_claims_table_with_provenance(smoke_run):
 
     import pandas as pd
 
-    from cqb.analysis.claims import HOLDS, FAILS, INCONCLUSIVE, TIE
+    from cqb.analysis.claims import HOLDS, FAILS, INCONCLUSIVE, NOT_TESTABLE, TIE
     from cqb.sim.code_hash import simulation_code_hash
 
     workdir, _ = smoke_run
     figures = workdir / SMOKE_RESULTS / "figures"
     config = yaml.safe_load((workdir / "config" / "config.yaml").read_text())
-    claims = pd.read_csv(figures / "claims.tsv", sep="\t")
-    names = [c["name"] for c in config["claims"]] + ["tuned_values_used"]
-    assert claims["claim"].tolist() == names
-    assert set(claims["verdict"]) <= {HOLDS, FAILS, INCONCLUSIVE, TIE}
+    claims = pd.read_csv(figures / "claims.tsv", sep="\t", keep_default_na=False)
+    names = claims["claim"].tolist()
+    registry = [c["name"] for c in config["claims"]]
+    assert names[:len(registry)] == registry and names[-1] == "tuned_values_used"
+    assert all(name.startswith("eps_best_") for name in names[len(registry):-1])  # Figure 7's, generated
+    assert set(claims["verdict"]) <= {HOLDS, FAILS, INCONCLUSIVE, TIE, NOT_TESTABLE}
+    marks = dict(zip(claims["claim"], claims["mark"]))
+    assert marks["slack_longer_exploration"] == marks["tuned_values_used"] == "by construction"
+    assert set(marks.values()) <= {"robust", "reading-dependent", "by construction"}
+    readings = pd.read_csv(figures / "claims_readings.tsv", sep="\t", keep_default_na=False)
+    primary = readings[readings["primary"].astype(str) == "True"]
+    assert primary["claim"].tolist() == names[:-1]  # one primary reading per claim, in order
+    assert len(readings[readings["claim"] == "eps_best_mnist"]) == 3  # primary and two alternatives
+    assert (figures / "claims_readings.md").read_text().count("(primary)") == len(primary)
+    calibration = pd.read_csv(figures / "calibration.tsv", sep="\t", keep_default_na=False)
+    assert set(calibration["scenario"]) == {"null", "effect"}
+    assert (calibration.groupby("claim").size() == 2).all()
     smoke_powered = [c["name"] for c in yaml.safe_load((workdir / "config" / "smoke.yaml").read_text())["powered"]["claims"]]
     assert claims.loc[claims["claim"].isin(smoke_powered), "powered_verdict"].notna().all()
     assert "powered verdict" in (figures / "claims.md").read_text()
     assert "| claim |" in (figures / "claims.md").read_text()
-    assert json.loads((figures / "provenance.json").read_text())["code_hash"] == simulation_code_hash()
+    record = json.loads((figures / "provenance.json").read_text())
+    assert record["code_hash"] == simulation_code_hash() and len(record["claims_registry_hash"]) == 16
     results = (figures / "results.md").read_text()
     assert "**synthetic_base**" in results and "Instances of **synthetic_slack**" in results
     tuning = pd.read_csv(figures / "tuning.tsv", sep="\t")
@@ -141,8 +155,9 @@ def test_smoke_run_builds_the_powered_reading_look_by_look(smoke_run):
         row = table[table["claim"] == entry["name"]].iloc[0]
         assert row["n_seeds"] == state["n"] and row["cap"] == looks[-1]
     # the powered runs are on their own seeds, from powered.first_seed on
-    powered_runs = list((workdir / SMOKE_RESULTS / "runs").glob("*/T*/*/seed2????.npz"))
-    assert powered_runs and all(20000 <= int(p.stem[4:]) < 20000 + 5 for p in powered_runs)
+    powered_runs = list((workdir / SMOKE_RESULTS / "runs").glob("*/T*/*/seed6????.npz"))
+    assert powered_runs and all(60000 <= int(p.stem[4:]) < 60000 + 5 for p in powered_runs)
+    assert not list((workdir / SMOKE_RESULTS / "runs").glob("*/T*/*/seed2????.npz"))  # retired seeds
     stage2 = pd.read_csv(workdir / SMOKE_RESULTS / "figures" / "tuning_stage2.tsv", sep="\t")
     assert (stage2["n_runs"] == 3).all() and stage2.groupby("policy")["chosen"].sum().eq(1).all()
 

@@ -5,11 +5,12 @@
 # next look (or stage) requests at all.
 
 from cqb.analysis.powered import look_counts, powered_claims, powered_seeds, run_files as powered_run_files
-from cqb.pipeline.verdicts import check_seed_uses, evaluation_seeds
+from cqb.pipeline.verdicts import check_seed_uses, evaluation_seeds, retired_seeds
 
 POWERED = powered_claims(config, PLAN, CLAIM_SPECS)
 POWERED_LOOK = f"{RESULTS}/powered/{{claim}}/look{{look}}.json"
 POWERED_TABLE = f"{FIGURES}/claims_powered.tsv"
+POWERED_READINGS = f"{FIGURES}/claims_powered_readings.tsv"
 STAGE2 = config["tuning"]["stage2"]
 STAGE2_SEEDS = tuple(range(STAGE2["first_seed"], STAGE2["first_seed"] + STAGE2["seeds"]))
 CONTENDERS = f"{RESULTS}/tuning/contenders.tsv"
@@ -21,7 +22,8 @@ include: "powered_common.smk"
 or_config_error(check_seed_uses, {"evaluation": evaluation_seeds(PLAN, TUNING_EXPERIMENTS),
                                   "tuning (stage 1)": {s for e in TUNING_EXPERIMENTS for c in PLAN.curves[e] for s in c.seeds},
                                   "tuning (stage 2)": set(STAGE2_SEEDS),
-                                  "the powered claims": powered_seeds(POWERED)})
+                                  "the powered claims": powered_seeds(POWERED),
+                                  "retired powered seeds (seen)": retired_seeds(config)})
 
 
 wildcard_constraints:
@@ -72,6 +74,7 @@ rule powered_claims:
         [f"{RESULTS}/powered/{name}/final.json" for name in POWERED],
     output:
         table=POWERED_TABLE,
+        readings=POWERED_READINGS,
     params:
         claims=list(POWERED),
         specs=POWERED,

@@ -9,6 +9,8 @@ rule report_html:
         claims=f"{FIGURES}/claims.tsv",
         provenance=f"{FIGURES}/provenance.json",
         powered=POWERED_TABLE if POWERED else [],
+        calibration=f"{FIGURES}/calibration.tsv" if POWERED else [],
+        calibration_png=f"{FIGURES}/calibration.png" if POWERED else [],
         figures=report_figures(),
     output:
         f"{FIGURES}/report.html",

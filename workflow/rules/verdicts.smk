@@ -1,6 +1,8 @@
 # Verdicts: held-out tuning and the claims table (cqb.analysis.tuning, cqb.analysis.claims,
 # docs/verdicts.md). Both read only the per-run summary tables.
 
+from cqb.pipeline.verdicts import registry_hash
+
 CLAIM_SPECS = claim_specs(config, PLAN)
 TUNING_EXPERIMENTS, TUNED_CONFIGURED = tuning_setup(config, PLAN)
 # the results summary covers every experiment a figure or a claim reports
@@ -72,8 +74,11 @@ rule claims:
         curves=[CURVES_TABLE.format(experiment=e) for e in SUMMARY_EXPERIMENTS],
         tuning=f"{RESULTS}/tuning/choices.tsv" if TUNING_EXPERIMENTS else [],
         powered=POWERED_TABLE if POWERED else [],
+        powered_readings=POWERED_READINGS if POWERED else [],
     output:
         tsv=f"{FIGURES}/claims.tsv",
+        readings_tsv=f"{FIGURES}/claims_readings.tsv",
+        readings_md=f"{FIGURES}/claims_readings.md",
         md=report(f"{FIGURES}/claims.md", caption="../report/claims.rst", category="Verdicts"),
         results=f"{FIGURES}/results.md",
         provenance=f"{FIGURES}/provenance.json",
@@ -87,9 +92,43 @@ rule claims:
         instance_keys=["slack", "n_servers", "dim", "arrival_rate"],
         float_format=config["aggregate"]["float_format"],
         margins=config["claim_margins"],
+        registry_hash=registry_hash(config),
     log:
         f"{LOGS}/verdicts/claims.log",
     conda:
         "../envs/analysis.yaml"
     script:
         "../../scripts/claims.py"
+
+
+CALIBRATION = config.get("calibration") or {}
+CALIBRATION_SHAPE = CALIBRATION.get("shape_experiment", "stall_check")
+CALIBRATION_EXPERIMENTS = list(dict.fromkeys(
+    [claim.spec.experiment for claim in POWERED.values()]
+    + ([CALIBRATION_SHAPE] if CALIBRATION_SHAPE in PLAN.curves else [])))
+
+
+# The calibration study (cqb.analysis.calibration, docs/verdicts.md "Error
+# rates, simulated"): the powered reading's procedure on resampled run tables.
+rule calibration:
+    localrule: True
+    input:
+        runs=[RUNS_TABLE.format(experiment=e) for e in CALIBRATION_EXPERIMENTS],
+    output:
+        tsv=f"{FIGURES}/calibration.tsv",
+        pdf=f"{FIGURES}/calibration.pdf",
+        png=f"{FIGURES}/calibration.png",
+    params:
+        claims=POWERED,
+        experiments=CALIBRATION_EXPERIMENTS,
+        shape_experiment=CALIBRATION_SHAPE if CALIBRATION_SHAPE in PLAN.curves else None,
+        replications=CALIBRATION.get("replications", 2000),
+        seed=CALIBRATION.get("seed", 7),
+        alpha=(config.get("powered") or {}).get("alpha", 0.05),
+        float_format=config["aggregate"]["float_format"],
+    log:
+        f"{LOGS}/verdicts/calibration.log",
+    conda:
+        "../envs/analysis.yaml"
+    script:
+        "../../scripts/calibration.py"

@@ -63,13 +63,30 @@ import pandas as pd
 
 from .summaries import binomial_interval
 
-KINDS = ("grows", "converges", "ordered", "best", "drops", "stall_rate")
+KINDS = ("grows", "converges", "typical_below", "ordered", "best", "drops", "stall_rate")
 METRICS = ("final_regret", "tail_regret", "mean_regret", "early_regret", "peak_round", "peak_queue",
-           "late_slope")
+           "late_slope", "full_slope", "time_to_optimal", "explore_rounds")
+TESTABLE = ("always", "exploration_half")
 HOLDS, FAILS, INCONCLUSIVE, TIE = "holds", "does not hold", "inconclusive", "tie within δ"
-VERDICTS = (HOLDS, FAILS, TIE, INCONCLUSIVE)
+NOT_TESTABLE = "not testable at this T"
+VERDICTS = (HOLDS, FAILS, TIE, INCONCLUSIVE, NOT_TESTABLE)
+DECIDED = (HOLDS, FAILS, TIE, NOT_TESTABLE)  # a comparison stops at these
+ROBUST, READING_DEPENDENT, BY_CONSTRUCTION = "robust", "reading-dependent", "by construction"
 CLAIM_COLUMNS = ("claim", "figure", "experiment", "statement", "statistic", "value", "ci_low",
                  "ci_high", "verdict", "n_seeds", "detail")
+
+
+@dataclass(frozen=True)
+class Reading:
+    """A named alternative reading of a claim: the fields of the primary
+    reading it replaces (kind, metric, direction, threshold, testable)."""
+
+    name: str
+    why: str
+    overrides: tuple[tuple[str, object], ...] = ()
+
+
+READING_FIELDS = ("kind", "metric", "direction", "threshold", "testable")
 
 
 @dataclass(frozen=True)
@@ -85,6 +102,15 @@ class ClaimSpec:
     sweep_values: tuple[str, ...] = ()  # restrict to these sweep values (all when empty)
     threshold: float = 0.0
     source: str = "paper"  # "paper" or "ours"
+    # the registry (docs/verdicts.md, "The claims registry")
+    quote: str = ""  # the paper's sentence, verbatim
+    section: str = ""
+    quantity: str = ""  # what the paper reports or plots for it
+    reading: str = ""  # the primary reading's name
+    why: str = ""  # why the primary reading is the closest to the words
+    testable: str = "always"  # or "exploration_half": judged only where τ ≤ T/2
+    by_construction: str = ""  # why the check cannot fail: shown, not counted as evidence
+    readings: tuple[Reading, ...] = ()  # the named alternatives
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -94,6 +120,18 @@ class ClaimSpec:
         if self.direction not in ("increasing", "decreasing"):
             raise ValueError(f"claim {self.name!r}: direction must be increasing or decreasing, "
                              f"got {self.direction!r}")
+        if self.testable not in TESTABLE:
+            raise ValueError(f"claim {self.name!r}: testable must be one of {TESTABLE}, got {self.testable!r}")
+        for reading in self.readings:
+            unknown = {key for key, _ in reading.overrides} - set(READING_FIELDS)
+            if unknown:
+                raise ValueError(f"claim {self.name!r}, reading {reading.name!r}: cannot override {sorted(unknown)}")
+
+    def alternative(self, reading: Reading) -> "ClaimSpec":
+        """This claim read another way: the primary's fields with the reading's overrides."""
+        from dataclasses import replace
+
+        return replace(self, reading=reading.name, why=reading.why, readings=(), **dict(reading.overrides))
 
 
 @dataclass(frozen=True)
@@ -125,8 +163,9 @@ class Comparison:
 
 
 def bootstrap_mean_interval(values, confidence=0.95, resamples=4000, seed=0) -> tuple[float, float]:
-    """Percentile bootstrap interval of the mean over seeds (a fixed stream:
-    the same table gives the same interval)."""
+    """Percentile bootstrap interval of the mean over seeds (a fixed stream).
+    Kept for comparison only: it under-covers at small n (docs/verdicts.md);
+    the claims use :func:`mean_interval`."""
     values = np.asarray(values, dtype=np.float64)
     if values.shape[0] < 2:
         return math.nan, math.nan
@@ -137,10 +176,54 @@ def bootstrap_mean_interval(values, confidence=0.95, resamples=4000, seed=0) -> 
     return float(low), float(high)
 
 
+def skew_corrected_bounds(values, confidence):
+    """Hall's skewness-corrected t interval of the mean, per row of
+    ``values`` (replications × n), vectorised: with t = (x̄ − μ)/s and γ̂ the
+    sample skewness, g(t) = t + γ̂t²/3 + γ̂²t³/27 + γ̂/(6n) is monotone and
+    √n·g(t) is nearly Student-t with n − 1 degrees of freedom, so inverting
+    g at ± t_(n−1) quantiles gives the interval (P. Hall, "On the removal of
+    skewness by transformation", JRSS B 54, 1992). Second-order correct like
+    the studentized bootstrap, without resampling; a row without spread
+    gives its point."""
+    from scipy.stats import t as student
+
+    values = np.atleast_2d(np.asarray(values, dtype=np.float64))
+    n = values.shape[1]
+    mean = values.mean(axis=1)
+    centred = values - mean[:, None]
+    sd = np.sqrt((centred ** 2).sum(axis=1) / (n - 1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        skew = np.where(sd > 0, (centred ** 3).mean(axis=1) / sd ** 3, 0.0)
+    c = float(student.ppf(1 - (1 - confidence) / 2, n - 1)) / math.sqrt(n)
+
+    def inverse(x):
+        # g⁻¹(x) = (3/γ̂)·(cbrt(1 + γ̂(x − γ̂/(6n))) − 1); x − γ̂/(6n) itself when γ̂ = 0
+        shifted = x - skew / (6 * n)
+        small = np.abs(skew) < 1e-9
+        with np.errstate(invalid="ignore", divide="ignore"):
+            root = 3 / skew * (np.cbrt(1 + skew * shifted) - 1)
+        return np.where(small, shifted, root)
+
+    low = mean - sd * inverse(c)
+    high = mean - sd * inverse(-c)
+    return np.where(sd > 0, low, mean), np.where(sd > 0, high, mean)
+
+
+def mean_interval(values, confidence=0.95) -> tuple[float, float]:
+    """Hall's skewness-corrected t interval of the mean over seeds
+    (:func:`skew_corrected_bounds`); NaN below two seeds."""
+    values = np.asarray(values, dtype=np.float64)
+    if values.shape[0] < 2:
+        return math.nan, math.nan
+    low, high = skew_corrected_bounds(values[None, :], confidence)
+    return float(low[0]), float(high[0])
+
+
 def interval_verdict(low, high, threshold, margin=0.0, upward=True) -> str:
     """The verdict of one interval: on the claim's side of ``threshold``
-    (above when ``upward``) → holds, on the other → does not hold, straddling
-    it but inside threshold ± ``margin`` → tie within δ, else inconclusive."""
+    (above when ``upward``; strictly) → holds, strictly on the other → does
+    not hold, straddling it but inside threshold ± ``margin`` → tie within δ,
+    else inconclusive."""
     if not (math.isfinite(low) and math.isfinite(high)):
         return INCONCLUSIVE
     if low > threshold:
@@ -148,6 +231,19 @@ def interval_verdict(low, high, threshold, margin=0.0, upward=True) -> str:
     if high < threshold:
         return FAILS if upward else HOLDS
     if margin > 0 and threshold - margin < low and high < threshold + margin:
+        return TIE
+    return INCONCLUSIVE
+
+
+def two_level_verdict(narrow: str, wide: str) -> str:
+    """A comparison's verdict from its interval at the claim level (holds,
+    tie) and at the Bonferroni level over the claim's comparisons (does not
+    hold): "does not hold" needs the wider interval on the wrong side."""
+    if narrow == HOLDS:
+        return HOLDS
+    if wide == FAILS:
+        return FAILS
+    if narrow == TIE:
         return TIE
     return INCONCLUSIVE
 
@@ -168,11 +264,14 @@ def _select(runs: pd.DataFrame, spec: ClaimSpec, policy: str | None = None) -> p
 def decisive(comparisons, upward: bool = True):
     """The comparison that decides a combined verdict, to be reported: a
     failing one if any (the farthest on the wrong side), else an inconclusive
-    one, else a tie, else the holding one nearest to its threshold.
-    ``upward``: the claim wants values above its threshold."""
-    for wanted in (FAILS, INCONCLUSIVE, TIE, HOLDS):
+    one, else a tie, else the holding one whose interval comes nearest to its
+    threshold, else an untestable one. ``upward``: the claim wants values
+    above its threshold."""
+    for wanted in (FAILS, INCONCLUSIVE, TIE, HOLDS, NOT_TESTABLE):
         chosen = [c for c in comparisons if c.verdict == wanted]
         if chosen:
+            if wanted == NOT_TESTABLE:
+                return chosen[0]
             if upward:
                 return min(chosen, key=lambda c: c.ci_high if wanted == FAILS else c.ci_low)
             return max(chosen, key=lambda c: c.ci_low if wanted == FAILS else c.ci_high)
@@ -180,10 +279,12 @@ def decisive(comparisons, upward: bool = True):
 
 
 def combine(verdicts) -> str:
-    """A claim's verdict from its comparisons': does not hold if one does
-    not; holds if all hold; a tie within δ if all hold or tie; else
-    inconclusive."""
-    verdicts = list(verdicts)  # read more than once below
+    """A claim's verdict from its comparisons': untestable ones left out
+    (all untestable: not testable); does not hold if one does not; holds if
+    all hold; a tie within δ if all hold or tie; else inconclusive."""
+    verdicts = [v for v in verdicts if v != NOT_TESTABLE]
+    if not verdicts:
+        return NOT_TESTABLE
     if any(v == FAILS for v in verdicts):
         return FAILS
     if all(v == HOLDS for v in verdicts):
@@ -191,6 +292,12 @@ def combine(verdicts) -> str:
     if all(v in (HOLDS, TIE) for v in verdicts):
         return TIE
     return INCONCLUSIVE
+
+
+def fail_level(confidence: float, comparisons: int) -> float:
+    """The level of the "does not hold" intervals of a claim of
+    ``comparisons`` comparisons: Bonferroni over them."""
+    return 1 - (1 - confidence) / max(1, comparisons)
 
 
 def _groups(runs, spec):
@@ -202,14 +309,33 @@ def _groups(runs, spec):
                                     if value != "" else policy), group
 
 
-def _per_group_mean(runs, spec, values_of, below, confidence, margin):
+def _testable(spec, rows) -> bool:
+    """exploration_half: the policy's τ ends by T/2 (a policy without τ is testable)."""
+    if spec.testable != "exploration_half":
+        return True
+    tau = rows["explore_rounds"].to_numpy(dtype=np.float64) if "explore_rounds" in rows else np.array([np.nan])
+    tau = tau[np.isfinite(tau)]
+    return tau.size == 0 or float(np.median(tau)) <= float(rows["horizon"].iloc[0]) / 2
+
+
+def _per_group_mean(runs, spec, values_of, below, confidence, margin, fail_confidence=None):
     """One mean check per policy and sweep value."""
+    groups = list(_groups(runs, spec))
+    fail_confidence = fail_level(confidence, len(groups)) if fail_confidence is None else fail_confidence
     comparisons = []
-    for unit, name, rows in _groups(runs, spec):
+    for unit, name, rows in groups:
         values = values_of(rows)
         mean = float(np.mean(values))
-        low, high = bootstrap_mean_interval(values, confidence)
-        verdict = interval_verdict(low, high, spec.threshold, margin, upward=not below)
+        low, high = mean_interval(values, confidence)
+        if not _testable(spec, rows):
+            verdict = NOT_TESTABLE
+            comparisons.append(Comparison(name, (unit,), mean, low, high, verdict, len(rows),
+                                          f"{name}: {mean:.3g} n={len(rows)} {verdict} "
+                                          f"(τ = {float(np.nanmedian(rows['explore_rounds'])):.0f} > T/2)"))
+            continue
+        wide = mean_interval(values, fail_confidence)
+        verdict = two_level_verdict(interval_verdict(low, high, spec.threshold, margin, upward=not below),
+                                    interval_verdict(*wide, spec.threshold, margin, upward=not below))
         comparisons.append(Comparison(name, (unit,), mean, low, high, verdict, len(rows),
                                       f"{name}: {mean:.3g} [{low:.3g}, {high:.3g}] n={len(rows)} {verdict}"))
     return comparisons
@@ -219,16 +345,37 @@ def _pct(confidence):
     return f"{100 * confidence:.4g}%"
 
 
-def _grows(runs, spec, confidence=0.95, margin=0.0):
-    return (_per_group_mean(runs, spec, lambda rows: rows["late_slope"].to_numpy(), False, confidence, margin),
-            "mean over seeds of the least-squares slope of Q(t) over the second half of the horizon "
-            f"(jobs/round), bootstrap {_pct(confidence)} interval; holds above {spec.threshold:g}", True)
+def _grows(runs, spec, confidence=0.95, margin=0.0, fail_confidence=None):
+    metric = spec.metric if spec.metric in ("late_slope", "full_slope") else "late_slope"
+    span = "the whole horizon" if metric == "full_slope" else "the second half of the horizon"
+    return (_per_group_mean(runs, spec, lambda rows: rows[metric].to_numpy(), False, confidence, margin,
+                            fail_confidence),
+            f"mean over seeds of the least-squares slope of Q(t) over {span} "
+            f"(jobs/round), skew-corrected t {_pct(confidence)} interval; holds above {spec.threshold:g}", True)
 
 
-def _converges(runs, spec, confidence=0.95, margin=0.0):
-    return (_per_group_mean(runs, spec, lambda rows: rows[spec.metric].to_numpy(), True, confidence, margin),
-            f"mean over seeds of {spec.metric} (Q − Q*), bootstrap {_pct(confidence)} interval; holds "
-            f"below {spec.threshold:g} jobs", False)
+def _converges(runs, spec, confidence=0.95, margin=0.0, fail_confidence=None):
+    return (_per_group_mean(runs, spec, lambda rows: rows[spec.metric].to_numpy(), True, confidence, margin,
+                            fail_confidence),
+            f"mean over seeds of {spec.metric} (Q − Q*), skew-corrected t {_pct(confidence)} interval; "
+            f"holds below {spec.threshold:g} jobs", False)
+
+
+def _typical_below(runs, spec, confidence=0.95, margin=0.0, fail_confidence=None):
+    groups = list(_groups(runs, spec))
+    fail_confidence = fail_level(confidence, len(groups)) if fail_confidence is None else fail_confidence
+    comparisons = []
+    for unit, name, rows in groups:
+        below = int((rows[spec.metric].to_numpy(dtype=np.float64) < spec.threshold).sum())
+        n = len(rows)
+        low, high = binomial_interval(below, n, confidence)
+        verdict = two_level_verdict(interval_verdict(low, high, 0.5, margin),
+                                    interval_verdict(*binomial_interval(below, n, fail_confidence), 0.5, margin))
+        comparisons.append(Comparison(name, (unit,), below / n, low, high, verdict, n,
+                                      f"{name}: {below}/{n} [{low:.2f}, {high:.2f}] n={n} {verdict}"))
+    return (comparisons,
+            f"share of runs whose {spec.metric} is below {spec.threshold:g}, exact binomial "
+            f"{_pct(confidence)} interval; holds above 1/2", True)
 
 
 def _drop_from_peak(rows):
@@ -237,10 +384,11 @@ def _drop_from_peak(rows):
     return np.where(peak > 0, (peak - final) / np.where(peak > 0, peak, 1), 0.0)
 
 
-def _drops(runs, spec, confidence=0.95, margin=0.0):
-    return (_per_group_mean(runs, spec, _drop_from_peak, False, confidence, margin),
-            f"mean over seeds of (peak Q − final Q)/peak Q, bootstrap {_pct(confidence)} interval; "
-            f"holds above {spec.threshold:g}", True)
+def _drops(runs, spec, confidence=0.95, margin=0.0, fail_confidence=None):
+    where = "; comparisons with τ > T/2 not testable" if spec.testable == "exploration_half" else ""
+    return (_per_group_mean(runs, spec, _drop_from_peak, False, confidence, margin, fail_confidence),
+            f"mean over seeds of (peak Q − final Q)/peak Q, skew-corrected t {_pct(confidence)} interval; "
+            f"holds above {spec.threshold:g}{where}", True)
 
 
 def _sweep_order(rows):
@@ -251,33 +399,49 @@ def _sweep_order(rows):
         return values
 
 
-def _ordered(runs, spec, confidence=0.95, margin=0.0):
-    comparisons = []
+def _ordered(runs, spec, confidence=0.95, margin=0.0, fail_confidence=None):
+    pairs = []
     for policy in spec.policies:
         rows = _select(runs, spec, policy)
         values = _sweep_order(rows)
         wide = rows.pivot_table(index="seed", columns="sweep_value", values=spec.metric, aggfunc="first")
+        censored = (rows.pivot_table(index="seed", columns="sweep_value", values="censored", aggfunc="first")
+                    if spec.metric == "time_to_optimal" and "censored" in rows else None)
         for smaller, larger in zip(values, values[1:]):
-            pair = wide[[smaller, larger]].dropna()
-            change = pair[larger].to_numpy() - pair[smaller].to_numpy()
-            if spec.direction == "decreasing":
-                change = -change
-            moved = int((change > 0).sum())
-            counted = int((change != 0).sum())  # ties carry no sign
-            share = moved / counted if counted else math.nan
-            low, high = binomial_interval(moved, counted, confidence) if counted else (math.nan, math.nan)
-            verdict = interval_verdict(low, high, 0.5, margin)
-            key = f"{policy} {smaller}→{larger}"
-            comparisons.append(Comparison(key, ((policy, smaller), (policy, larger)), share, low, high,
-                                          verdict, len(pair),
-                                          f"{key}: {moved}/{counted} [{low:.2f}, {high:.2f}] {verdict}"))
+            pairs.append((policy, smaller, larger, wide, censored))
+    fail_confidence = fail_level(confidence, len(pairs)) if fail_confidence is None else fail_confidence
+    comparisons = []
+    for policy, smaller, larger, wide, censored in pairs:
+        pair = wide[[smaller, larger]].dropna()
+        change = pair[larger].to_numpy() - pair[smaller].to_numpy()
+        if spec.direction == "decreasing":
+            change = -change
+        moved = int((change > 0).sum())
+        counted = int((change != 0).sum())  # ties carry no sign (two censored runs are a tie)
+        share = moved / counted if counted else math.nan
+        low, high = binomial_interval(moved, counted, confidence) if counted else (math.nan, math.nan)
+        key = f"{policy} {smaller}→{larger}"
+        both_censored = (censored is not None and len(pair) > 0
+                         and bool(censored.loc[pair.index, [smaller, larger]].astype(bool).all(axis=None)))
+        if counted == 0 and both_censored:
+            verdict = NOT_TESTABLE
+        else:
+            wide_interval = binomial_interval(moved, counted, fail_confidence) if counted else (math.nan, math.nan)
+            verdict = two_level_verdict(interval_verdict(low, high, 0.5, margin),
+                                        interval_verdict(*wide_interval, 0.5, margin))
+        comparisons.append(Comparison(key, ((policy, smaller), (policy, larger)), share, low, high,
+                                      verdict, len(pair),
+                                      f"{key}: {moved}/{counted} [{low:.2f}, {high:.2f}] {verdict}"
+                                      + (" (every run censored at T)" if verdict == NOT_TESTABLE else "")))
+    censoring = ("; a run that never reaches the optimal level is censored at T and counts as slower"
+                 if spec.metric == "time_to_optimal" else "")
     return (comparisons,
             f"share of seeds whose {spec.metric} is {spec.direction} between adjacent sweep values "
-            f"(paired by seed; exact binomial {_pct(confidence)} interval; weakest pair shown); holds when "
-            "every pair is above 1/2", True)
+            f"(paired by seed, ties carry no sign{censoring}; exact binomial {_pct(confidence)} interval; "
+            "weakest pair shown); holds when every pair is above 1/2", True)
 
 
-def _best(runs, spec, confidence=0.95, margin=0.0):
+def _best(runs, spec, confidence=0.95, margin=0.0, fail_confidence=None):
     (claimed,) = spec.policies
     rows = _select(runs, spec)
     wide = rows.pivot_table(index="seed", columns="policy", values=spec.metric, aggfunc="first")
@@ -285,24 +449,27 @@ def _best(runs, spec, confidence=0.95, margin=0.0):
         raise ValueError(f"claim {spec.name!r}: policy {claimed!r} not run in {spec.experiment!r}")
     value_of = dict(zip(rows["policy"], rows["sweep_value"]))
     others = [p for p in wide.columns if p not in (claimed, "oracle")]
+    fail_confidence = fail_level(confidence, len(others)) if fail_confidence is None else fail_confidence
     comparisons = []
     for other in others:
         pair = wide[[claimed, other]].dropna()
         difference = pair[other].to_numpy() - pair[claimed].to_numpy()
         mean = float(difference.mean())
-        low, high = bootstrap_mean_interval(difference, confidence)
-        verdict = interval_verdict(low, high, 0.0, margin)
+        low, high = mean_interval(difference, confidence)
+        verdict = two_level_verdict(interval_verdict(low, high, 0.0, margin),
+                                    interval_verdict(*mean_interval(difference, fail_confidence), 0.0, margin))
         key = f"{other} − {claimed}"
         comparisons.append(Comparison(key, ((claimed, value_of[claimed]), (other, value_of[other])), mean,
                                       low, high, verdict, len(pair),
                                       f"{key}: {mean:.3g} [{low:.3g}, {high:.3g}] {verdict}"))
     return (comparisons,
             f"paired by seed, mean of ({spec.metric} of another policy − {spec.metric} of {claimed}), "
-            f"bootstrap {_pct(confidence)} interval; the comparison that decides, of the {len(others)} other "
-            "non-oracle policies (here {decisive}); holds above 0", True)
+            f"skew-corrected t {_pct(confidence)} interval; the comparison that decides, of the "
+            f"{len(others)} other non-oracle policies (here {{decisive}}); holds above 0", True)
 
 
-def _stall_rate(runs, spec, confidence=0.95, margin=0.0):
+def _stall_rate(runs, spec, confidence=0.95, margin=0.0, fail_confidence=None):
+    fail_confidence = fail_level(confidence, len(spec.policies)) if fail_confidence is None else fail_confidence
     comparisons = []
     for policy in spec.policies:
         rows = _select(runs, spec, policy)
@@ -310,7 +477,9 @@ def _stall_rate(runs, spec, confidence=0.95, margin=0.0):
         n = len(rows)
         low, high = binomial_interval(stalled, n, confidence)
         seeds = " ".join(str(s) for s in rows.loc[rows["stalled"].astype(bool), "seed"]) or "none"
-        verdict = interval_verdict(low, high, spec.threshold, margin, upward=False)
+        verdict = two_level_verdict(
+            interval_verdict(low, high, spec.threshold, margin, upward=False),
+            interval_verdict(*binomial_interval(stalled, n, fail_confidence), spec.threshold, margin, upward=False))
         units = tuple((policy, value) for value in dict.fromkeys(rows["sweep_value"]))
         comparisons.append(Comparison(policy, units, stalled / n, low, high, verdict, n,
                                       f"{policy}: {stalled}/{n} [{low:.3f}, {high:.3f}] {verdict}; "
@@ -318,21 +487,25 @@ def _stall_rate(runs, spec, confidence=0.95, margin=0.0):
     return (comparisons,
             f"share of stalled runs (tail regret above the stall threshold), exact binomial "
             f"{_pct(confidence)} interval; the decisive policy shown; holds when every policy's upper end "
-            f"is ≤ {spec.threshold:g}", False)
+            f"is below {spec.threshold:g}", False)
 
 
-COMPARISONS = {"grows": _grows, "converges": _converges, "ordered": _ordered, "best": _best,
-               "drops": _drops, "stall_rate": _stall_rate}
+COMPARISONS = {"grows": _grows, "converges": _converges, "typical_below": _typical_below, "ordered": _ordered,
+               "best": _best, "drops": _drops, "stall_rate": _stall_rate}
 
 
-def claim_comparisons(runs, spec, confidence=0.95, margin=0.0):
-    """(comparisons, statistic text, upward) of a claim on a run table."""
-    return COMPARISONS[spec.kind](runs, spec, confidence, margin)
+def claim_comparisons(runs, spec, confidence=0.95, margin=0.0, fail_confidence=None):
+    """(comparisons, statistic text, upward) of a claim on a run table:
+    holds and ties judged at ``confidence``, "does not hold" at
+    ``fail_confidence`` (default: Bonferroni over the claim's comparisons)."""
+    return COMPARISONS[spec.kind](runs, spec, confidence, margin, fail_confidence)
 
 
 def summarise(spec: ClaimSpec, comparisons, statistic: str, upward: bool) -> ClaimResult:
     """The claim's row from its comparisons: the decisive one's value and
-    interval, the combined verdict, the smallest n and every comparison."""
+    interval (for ``best``: the comparison whose interval comes nearest to 0
+    on the claim's side, or the failing one), the combined verdict, the
+    smallest n and every comparison."""
     worst = decisive(comparisons, upward)
     if "{decisive}" in statistic:
         statistic = statistic.replace("{decisive}", worst.key.split(" − ")[0])
@@ -341,8 +514,8 @@ def summarise(spec: ClaimSpec, comparisons, statistic: str, upward: bool) -> Cla
                        "; ".join(c.text for c in comparisons), tuple(comparisons))
 
 
-def check_claim(runs, spec, confidence=0.95, margin=0.0) -> ClaimResult:
-    return summarise(spec, *claim_comparisons(runs, spec, confidence, margin))
+def check_claim(runs, spec, confidence=0.95, margin=0.0, fail_confidence=None) -> ClaimResult:
+    return summarise(spec, *claim_comparisons(runs, spec, confidence, margin, fail_confidence))
 
 
 def _checker(kind):
@@ -357,6 +530,10 @@ check_grows, check_converges, check_ordered, check_best, check_drops, check_stal
 CHECKS = {kind: _checker(kind) for kind in KINDS}
 
 
+def _margin(margins, kind):
+    return float((margins or {}).get(kind, 0.0))
+
+
 def evaluate_claims(specs: Sequence[ClaimSpec], runs_tables: Mapping[str, pd.DataFrame],
                     margins: Mapping[str, float] | None = None) -> pd.DataFrame:
     """The claims table: one row per claim, in the order given (``margins``:
@@ -365,12 +542,90 @@ def evaluate_claims(specs: Sequence[ClaimSpec], runs_tables: Mapping[str, pd.Dat
     for spec in specs:
         if spec.experiment not in runs_tables:
             raise ValueError(f"claim {spec.name!r}: no run table for experiment {spec.experiment!r}")
-        result = check_claim(runs_tables[spec.experiment], spec, margin=float((margins or {}).get(spec.kind, 0.0)))
+        result = check_claim(runs_tables[spec.experiment], spec, margin=_margin(margins, spec.kind))
         rows.append({"claim": spec.name, "figure": spec.figure, "experiment": spec.experiment,
                      "statement": spec.statement, "statistic": result.statistic, "value": result.value,
                      "ci_low": result.ci_low, "ci_high": result.ci_high, "verdict": result.verdict,
                      "n_seeds": result.n_seeds, "detail": result.detail})
     return pd.DataFrame(rows, columns=list(CLAIM_COLUMNS))
+
+
+READING_COLUMNS = ("claim", "figure", "source", "reading", "primary", "kind", "metric", "statistic", "value",
+                   "ci_low", "ci_high", "confidence", "n", "verdict", "why", "seeds")
+
+
+def reading_rows(spec: ClaimSpec, runs: pd.DataFrame, margins, confidence=0.95, seeds="") -> list[dict]:
+    """One row per registered reading of a claim (the primary first) on one run table."""
+    rows = []
+    for primary, reading in [(True, spec)] + [(False, spec.alternative(r)) for r in spec.readings]:
+        result = check_claim(runs, reading, confidence, _margin(margins, reading.kind))
+        rows.append({"claim": spec.name, "figure": spec.figure, "source": spec.source,
+                     "reading": reading.reading or ("primary" if primary else ""), "primary": primary,
+                     "kind": reading.kind, "metric": reading.metric, "statistic": result.statistic,
+                     "value": result.value, "ci_low": result.ci_low, "ci_high": result.ci_high,
+                     "confidence": confidence, "n": result.n_seeds, "verdict": result.verdict,
+                     "why": reading.why, "seeds": seeds})
+    return rows
+
+
+def reading_mark(spec: ClaimSpec | None, verdicts: Sequence[str]) -> str:
+    """robust when every registered reading gives the primary's verdict,
+    reading-dependent otherwise; by construction for a check that cannot fail."""
+    if spec is not None and spec.by_construction:
+        return BY_CONSTRUCTION
+    return ROBUST if len(set(verdicts)) == 1 else READING_DEPENDENT
+
+
+def readings_table(rows: Sequence[Mapping], specs: Mapping[str, ClaimSpec]) -> pd.DataFrame:
+    """The readings table with each claim's mark (column ``mark``)."""
+    table = pd.DataFrame(list(rows), columns=list(READING_COLUMNS))
+    marks = {claim: reading_mark(specs.get(claim), list(group["verdict"]))
+             for claim, group in table.groupby("claim", sort=False)}
+    table["mark"] = table["claim"].map(marks)
+    return table
+
+
+def readings_markdown(table: pd.DataFrame, header: str = "") -> str:
+    """The readings table as Markdown: per claim, every reading's statistic,
+    value [interval], n and verdict, the primary first, and the mark."""
+    lines = [header, ""] if header else []
+    lines += ["| claim | reading | metric | value [interval] | level | n | verdict | mark |",
+              "| --- | --- | --- | --- | ---: | ---: | --- | --- |"]
+    for row in table.itertuples():
+        name = f"**{row.reading}** (primary)" if row.primary else row.reading
+        lines.append(f"| `{row.claim}` | {name} | {row.metric} | {_interval(row.value, row.ci_low, row.ci_high)} | "
+                     f"{100 * row.confidence:.4g}% | {row.n} | {row.verdict} | {row.mark} |")
+    lines += ["", "Why each reading:", ""]
+    lines += [f"- `{row.claim}`, {row.reading}: {row.why}" for row in table.itertuples() if row.why]
+    return "\n".join(lines) + "\n"
+
+
+def claims_readings(specs: Sequence[ClaimSpec], runs_tables: Mapping[str, pd.DataFrame], margins,
+                    powered_readings: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The readings table: every registered reading of every claim, on the
+    powered reading's runs where the claim has one (its last look), else on
+    the figures' seeds; with each claim's mark."""
+    powered = {} if powered_readings is None else {
+        claim: group for claim, group in powered_readings.groupby("claim", sort=False)}
+    rows = []
+    for spec in specs:
+        if spec.name in powered:
+            rows += powered[spec.name].to_dict("records")
+        else:
+            rows += reading_rows(spec, runs_tables[spec.experiment], margins, seeds="figures")
+    table = readings_table(rows, {spec.name: spec for spec in specs})
+    table["primary"] = table["primary"].astype(str).str.lower().isin(("true", "1"))
+    return table
+
+
+def with_marks(table: pd.DataFrame, readings: pd.DataFrame, by_construction: Mapping[str, str]) -> pd.DataFrame:
+    """The claims table with each claim's mark (robust, reading-dependent, by
+    construction) and the reason of a check that holds by construction."""
+    marks = dict(zip(readings["claim"], readings["mark"]))
+    table = table.copy()
+    table["mark"] = [BY_CONSTRUCTION if by_construction.get(c) else marks.get(c, ROBUST) for c in table["claim"]]
+    table["by_construction"] = [by_construction.get(c, "") for c in table["claim"]]
+    return table
 
 
 POWERED_MERGE = {"value": "powered_value", "ci_low": "powered_ci_low", "ci_high": "powered_ci_high",
@@ -409,13 +664,16 @@ def claims_markdown(table: pd.DataFrame, header: str = "") -> str:
         lines += [f"Verdicts of the {int(has.sum())} claims with both readings — at the figures' seeds: "
                   f"{counts(table.loc[has, 'verdict'])}; powered: {counts(table.loc[has, 'powered_verdict'])}.",
                   ""]
+    marked = "mark" in table.columns
+    mark_head = " mark |" if marked else ""
+    mark_rule = " --- |" if marked else ""
     if powered:
         lines += ["| claim | figure | statistic | value [95% interval] | verdict | n seeds | "
-                  "powered: value [interval] | powered verdict | powered n (cap) |",
-                  "| --- | --- | --- | --- | --- | ---: | --- | --- | ---: |"]
+                  "powered: value [interval] | powered verdict | powered n (cap) |" + mark_head,
+                  "| --- | --- | --- | --- | --- | ---: | --- | --- | ---: |" + mark_rule]
     else:
-        lines += ["| claim | figure | statistic | value [95% interval] | verdict | n seeds |",
-                  "| --- | --- | --- | --- | --- | ---: |"]
+        lines += ["| claim | figure | statistic | value [95% interval] | verdict | n seeds |" + mark_head,
+                  "| --- | --- | --- | --- | --- | ---: |" + mark_rule]
     for row in table.itertuples():
         line = (f"| {row.statement} | {row.figure} | {row.statistic} | "
                 f"{_interval(row.value, row.ci_low, row.ci_high)} | **{row.verdict}** | {row.n_seeds} |")
@@ -426,7 +684,14 @@ def claims_markdown(table: pd.DataFrame, header: str = "") -> str:
                          f"{int(row.powered_n_seeds)} ({int(row.powered_cap)}) |")
             else:
                 line += " | | |"
+        if marked:
+            line += f" {row.mark} |"
         lines.append(line)
+    if marked:
+        lines += ["", "Mark: **robust** when every registered reading of the claim gives the same verdict "
+                  "(docs/results/claims_readings.md), **reading-dependent** otherwise; **by construction**: "
+                  "a check that cannot fail, shown and not counted as evidence:", ""]
+        lines += [f"- `{row.claim}`: {row.by_construction}" for row in table.itertuples() if row.by_construction]
     lines += ["", "Every comparison behind each verdict:", ""]
     lines += [f"- `{row.claim}`: {row.detail}" for row in table.itertuples()]
     if powered:

@@ -7,14 +7,17 @@ as its effect needs (docs/verdicts.md, "Two readings of every claim"):
 * fresh seeds ``first_seed, first_seed + 1, …`` that no figure, tuning or
   other check uses (:func:`cqb.verdicts.check_seed_uses` refuses overlaps);
 * *looks* at the cumulative sample sizes ``looks`` (the last is the cap);
-* each look at level ``alpha / len(looks)`` (Bonferroni over the looks: by
+* each look at level ``alpha / len(looks)``, "does not hold" at that level
+  divided by the claim's number of comparisons (Bonferroni over the looks: by
   the union bound the chance that any look's interval misses is at most
   ``alpha``, whatever the dependence between looks; Jennison & Turnbull 2000,
   §2.3);
 * a claim is a set of comparisons (:class:`cqb.claims.Comparison`); each stops
   at the first look that decides it (holds, does not hold, tie within δ) and
   keeps that verdict; the next look simulates only the runs the undecided
-  comparisons read; the claim stops when all are decided or at the cap.
+  comparisons read; the claim stops when all are decided or at the cap;
+* at the last look every alternative reading of the registry is evaluated
+  on the runs that look read, at its level (shown, not steering the looks).
 
 The statistics are those of the first reading (:func:`cqb.claims.claim_comparisons`),
 at the look's level. A look's outcome is a JSON-able *state* (:func:`evaluate_look`);
@@ -29,7 +32,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from .claims import (INCONCLUSIVE, ClaimSpec, Comparison, claim_comparisons, summarise)
+from .claims import (INCONCLUSIVE, ClaimSpec, Comparison, claim_comparisons, reading_rows, summarise)
 from ..errors import config_error
 
 POWERED_COLUMNS = ("claim", "figure", "statement", "value", "ci_low", "ci_high", "confidence", "verdict",
@@ -44,6 +47,11 @@ class PoweredClaim:
     alpha: float
     margin: float
     units: tuple[tuple[str, str], ...]  # (run label, sweep value) of every run set the claim reads
+    reading_margins: Mapping = None  # δ per claim kind, for the alternative readings
+
+    def __post_init__(self):
+        if self.reading_margins is None:
+            object.__setattr__(self, "reading_margins", {})
 
     @property
     def confidence(self) -> float:
@@ -90,9 +98,9 @@ def powered_claims(config: Mapping, plan, specs) -> dict[str, PoweredClaim]:
                          "must increase strictly")
         spec = by_name[name]
         units = claim_units(spec, plan.curves[spec.experiment])
-        claims[name] = PoweredClaim(spec, looks, int(powered.get("first_seed", 20000)),
+        claims[name] = PoweredClaim(spec, looks, int(powered.get("first_seed", 60000)),
                                     float(powered.get("alpha", 0.05)), float(margins.get(spec.kind, 0.0)),
-                                    units)
+                                    units, {kind: float(v) for kind, v in margins.items()})
     return claims
 
 
@@ -179,11 +187,23 @@ def evaluate_look(claim: PoweredClaim, look: int, runs: pd.DataFrame, previous: 
                                  for u in r["units"]))
     last = look == len(claim.looks) - 1
     counts = look_counts(claim, look, previous)
+    stop = not (bool(pending) and not last)
+    readings = []
+    if stop:  # every registered reading on the runs the last look read, at its level
+        margins = {claim.spec.kind: claim.margin, **claim.reading_margins}
+        readings = [{k: _nan_none(v) for k, v in row.items()}
+                    for row in reading_rows(claim.spec, rows, margins, claim.confidence, seeds="powered")[1:]]
+        readings.insert(0, {"claim": claim.spec.name, "figure": claim.spec.figure, "source": claim.spec.source,
+                            "reading": claim.spec.reading or "primary", "primary": True, "kind": claim.spec.kind,
+                            "metric": claim.spec.metric, "statistic": result.statistic,
+                            "value": _nan_none(result.value), "ci_low": _nan_none(result.ci_low),
+                            "ci_high": _nan_none(result.ci_high), "confidence": claim.confidence,
+                            "n": n, "verdict": result.verdict, "why": claim.spec.why, "seeds": "powered"})
     return {"claim": claim.spec.name, "look": look, "n": n, "confidence": claim.confidence,
             "looks": list(claim.looks), "margin": claim.margin, "statistic": result.statistic,
             "value": result.value, "ci_low": _nan_none(result.ci_low), "ci_high": _nan_none(result.ci_high),
             "verdict": result.verdict, "comparisons": records, "counts": counts,
-            "pending": pending, "continue": bool(pending) and not last,
+            "pending": pending, "continue": not stop, "readings": readings,
             "history": (list(previous["history"]) if previous else [])
             + [{"n": n, "decided": sum(r["decided_at"] is not None for r in records),
                 "comparisons": len(records), "verdict": result.verdict}]}

@@ -37,6 +37,12 @@ class SummarySettings:
     stall_threshold: float = 5.0  # jobs: tail regret above this → the run is stalled
     early_rounds: int = 1000  # "converges slower" compares mean regret over t ≤ this
     confidence: float = 0.95  # level of the binomial intervals
+    # "reaches the optimal level": the first round after which the trailing
+    # mean of Q − Q* over settle_window rounds stays below settle_level jobs
+    # (the converge threshold; 100 rounds average out the ±1 jitter of single
+    # rounds and are 2 % of T = 5000)
+    settle_level: float = 1.0
+    settle_window: int = 100
 
     def __post_init__(self):
         if not 0 < self.tail_fraction <= 1:
@@ -47,6 +53,10 @@ class SummarySettings:
             raise ValueError(f"early_rounds must be an integer ≥ 1, got {self.early_rounds!r}")
         if not 0 < self.confidence < 1:
             raise ValueError(f"confidence must lie in (0, 1), got {self.confidence!r}")
+        if not (self.settle_level > 0 and math.isfinite(self.settle_level)):
+            raise ValueError(f"settle_level must be a number > 0, got {self.settle_level!r}")
+        if isinstance(self.settle_window, bool) or not isinstance(self.settle_window, int) or self.settle_window < 1:
+            raise ValueError(f"settle_window must be an integer ≥ 1, got {self.settle_window!r}")
 
 
 # What a run file records of its instance (synthetic: how often θ* was redrawn
@@ -55,7 +65,8 @@ INSTANCE_COLUMNS = ("theta_redraws", "theta_max_norm", "accept_rate", "measured_
 # The simulation code hash of the run file: results that mix code are refused.
 RUN_COLUMNS = ("policy", "sweep_param", "sweep_value", "seed", "horizon", "final_queue",
                "final_oracle", "final_regret", "tail_regret", "mean_regret", "early_regret",
-               "peak_round", "peak_queue", "late_slope", "stalled") + INSTANCE_COLUMNS + ("code_hash",)
+               "peak_round", "peak_queue", "late_slope", "full_slope", "time_to_optimal", "censored",
+               "explore_rounds", "stalled") + INSTANCE_COLUMNS + ("code_hash",)
 
 
 def tail_length(horizon: int, tail_fraction: float, final_phase_start: int | None = None) -> int:
@@ -69,9 +80,37 @@ def tail_length(horizon: int, tail_fraction: float, final_phase_start: int | Non
     return length
 
 
+def time_to_optimal(regret: np.ndarray, level: float, window: int) -> tuple[int, bool]:
+    """(round, censored): the first round t after which the trailing mean of
+    Q − Q* over ``window`` rounds (fewer at the start) stays below ``level``
+    through T; (T + 1, True) when the last round's trailing mean is not
+    below it (right-censored at T: a censored run is slower than any other)."""
+    regret = np.asarray(regret, dtype=np.float64)
+    horizon = regret.shape[0]
+    cumulative = np.concatenate(([0.0], np.cumsum(regret)))
+    t = np.arange(1, horizon + 1)
+    start = np.maximum(t - window, 0)
+    trailing = (cumulative[t] - cumulative[start]) / (t - start)
+    above = np.flatnonzero(~(trailing < level))
+    if above.size and above[-1] == horizon - 1:
+        return horizon + 1, True
+    return (int(above[-1]) + 2 if above.size else 1), False
+
+
+def explore_rounds(metadata: dict) -> float:
+    """The policy's pure-exploration length τ from its resolved parameters (NaN without one)."""
+    tau = (metadata.get("policy_params") or {}).get("tau")
+    return math.nan if tau is None else float(tau)
+
+
 def late_slope(queue: np.ndarray) -> float:
     """Least-squares slope of Q(t) over the second half of the run (jobs per round)."""
-    half = queue[queue.shape[0] // 2:].astype(np.float64)
+    return full_slope(queue[queue.shape[0] // 2:])
+
+
+def full_slope(queue: np.ndarray) -> float:
+    """Least-squares slope of Q(t) over the rounds given (jobs per round)."""
+    half = np.asarray(queue).astype(np.float64)
     if half.shape[0] < 2:
         return math.nan
     t = np.arange(half.shape[0], dtype=np.float64)
@@ -90,6 +129,7 @@ def run_summary(queue: np.ndarray, oracle: np.ndarray, settings: SummarySettings
     horizon = queue.shape[0]
     regret = (queue - oracle).astype(np.float64)
     tail = float(regret[-tail_length(horizon, settings.tail_fraction, final_phase_start):].mean())
+    settled, censored = time_to_optimal(regret, settings.settle_level, settings.settle_window)
     return {
         "horizon": horizon,
         "final_queue": int(queue[-1]),
@@ -101,6 +141,9 @@ def run_summary(queue: np.ndarray, oracle: np.ndarray, settings: SummarySettings
         "peak_round": int(queue.argmax()) + 1,
         "peak_queue": int(queue.max()),
         "late_slope": late_slope(queue),
+        "full_slope": full_slope(queue),
+        "time_to_optimal": settled,
+        "censored": censored,
         "stalled": bool(tail > settings.stall_threshold),
     }
 
@@ -118,6 +161,7 @@ def summarise_curves(curves: Sequence[Curve], settings: SummarySettings = Summar
             rows.append({"policy": curve.label, "sweep_param": curve.sweep_param,
                          "sweep_value": curve.sweep_text, "seed": int(seed),
                          **run_summary(queue, oracle, settings, final_phase_start(meta)),
+                         "explore_rounds": explore_rounds(meta),
                          **{key: _number(instance.get(key)) for key in INSTANCE_COLUMNS},
                          "code_hash": meta.get("code_hash", "")})
     return pd.DataFrame(rows, columns=list(RUN_COLUMNS))
@@ -202,8 +246,11 @@ def curve_summaries(runs: pd.DataFrame, confidence: float = 0.95) -> pd.DataFram
 def read_runs_table(path) -> pd.DataFrame:
     table = pd.read_csv(path, sep="\t", dtype={"policy": str, "sweep_param": str, "sweep_value": str,
                                                "code_hash": str},
-                        keep_default_na=False, na_values={c: ["nan"] for c in ("late_slope",) + INSTANCE_COLUMNS})
-    table["stalled"] = table["stalled"].astype(str).str.lower().isin(("true", "1"))
+                        keep_default_na=False, na_values={c: ["nan"] for c in ("late_slope", "full_slope", "explore_rounds")
+                                                    + INSTANCE_COLUMNS})
+    for flag in ("stalled", "censored"):
+        if flag in table:
+            table[flag] = table[flag].astype(str).str.lower().isin(("true", "1"))
     return table
 
 

@@ -13,7 +13,7 @@ reused as they are: only the candidate's runs are new.
 The comparison reuses the claims machinery (:mod:`cqb.analysis.claims`): per
 (experiment, sweep value) and baseline, a ``best`` check restricted to the
 candidate and that baseline, i.e. the mean over seeds, paired by seed, of
-(baseline − candidate) of the metric with a percentile bootstrap interval and
+(baseline − candidate) of the metric with a studentized bootstrap interval and
 the verdict vocabulary of docs/verdicts.md. The leaderboard ranks every
 non-oracle policy of each cell by its mean metric, gives its stalled runs
 (counted, never dropped) and its paired difference to the candidate.

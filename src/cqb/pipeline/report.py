@@ -31,6 +31,8 @@ SECTIONS = (
 # Where the rest lives, relative to docs/results/ (the published copy).
 LINKS = (
     ("All claims, with every comparison behind each verdict", "claims.md"),
+    ("Every registered reading of every claim (robust / reading-dependent)", "claims_readings.md"),
+    ("The calibration study: type-I error and power of the procedure", "calibration.tsv"),
     ("Per experiment and policy: regrets and stalled runs", "results.md"),
     ("How every statistic and verdict is defined (stalls, tuning, powered reading)", "../verdicts.md"),
     ("Reconstruction notes: every choice the paper leaves open", "../reconstruction.md"),
@@ -97,35 +99,52 @@ def _reading_text(row) -> str:
     return f"**{row['verdict']}** {_interval(row)}"
 
 
+def _mark(row) -> str:
+    mark = row["paper"].get("mark") if hasattr(row["paper"], "get") else None
+    return mark if isinstance(mark, str) and mark else "–"
+
+
+def headline(row) -> tuple:
+    """(verdict, value row, n text) of a claim's headline: its primary reading
+    on the powered seeds where it has one, else on the figures' seeds."""
+    powered = row["powered"]
+    if powered is not None:
+        return powered["verdict"], powered, f"{powered['n_seeds']} ({powered['cap']})"
+    return row["paper"]["verdict"], row["paper"], str(row["paper"]["n_seeds"])
+
+
 def claims_summary_markdown(claims: pd.DataFrame, powered: pd.DataFrame | None) -> str:
-    """The README's short table: each claim of the paper with its verdict in
-    both readings, and the counts; statistics and intervals are defined in
-    docs/verdicts.md, every comparison is in docs/results/claims.md."""
+    """The README's short table: each claim of the paper with its headline
+    verdict (the primary reading, powered where it has one) and its mark
+    (robust when every registered reading agrees, reading-dependent
+    otherwise, by construction when the check cannot fail), the N = 10
+    verdict beside it, and the counts; statistics and intervals are defined
+    in docs/verdicts.md, every reading is in docs/results/claims_readings.md."""
     rows = paper_claims(claims_rows(claims, powered))
-    lines = ["| the paper's claim | figure | its N = 10 seeds: verdict, value [95% CI] "
-             "| powered: verdict, value [CI] | powered n (cap) |", "| --- | --- | --- | --- | ---: |"]
-    counts = {"paper": {}, "powered": {}}
+    lines = ["| the paper's claim | figure | primary verdict | mark | value [CI] | n (cap) "
+             "| at its N = 10 seeds |", "| --- | --- | --- | --- | --- | ---: | --- |"]
+    counts: dict = {}
+    by_construction = 0
     for row in rows:
-        paper, powered_row = row["paper"], row["powered"]
-        counts["paper"][paper["verdict"]] = counts["paper"].get(paper["verdict"], 0) + 1
-        if powered_row is None:
-            powered_cells = "– | –"
+        verdict, source, n_text = headline(row)
+        mark = _mark(row)
+        if mark == "by construction":
+            by_construction += 1
         else:
-            counts["powered"][powered_row["verdict"]] = counts["powered"].get(powered_row["verdict"], 0) + 1
-            powered_cells = f"{_reading_text(powered_row)} | {powered_row['n_seeds']} ({powered_row['cap']})"
+            counts[verdict] = counts.get(verdict, 0) + 1
         statement = str(row["statement"]).split(" (")[0]
-        lines.append(f"| {statement} | {row['figure']} | {_reading_text(paper)} | {powered_cells} |")
-
-    def tally(name):
-        return ", ".join(f"{n} {verdict}" for verdict, n in sorted(counts[name].items())) or "none"
-
-    return (f"Of the paper's {len(rows)} claims — at N = 10: {tally('paper')}; powered: {tally('powered')}.\n\n"
+        lines.append(f"| {statement} | {row['figure']} | **{verdict}** | {mark} | {_interval(source)} | {n_text} "
+                     f"| {_reading_text(row['paper'])} |")
+    tally = ", ".join(f"{n} {verdict}" for verdict, n in sorted(counts.items())) or "none"
+    construction = (f"; {by_construction} holding by construction, shown and not counted"
+                    if by_construction else "")
+    return (f"Of the paper's {len(rows)} claims, primary readings: {tally}{construction}.\n\n"
             + "\n".join(lines) + "\n")
 
 
 def _claims_table(rows: list[dict], with_statistic: bool) -> str:
     head = ["claim", "paper's N: value [95% CI]", "verdict", "n",
-            "powered: value [CI]", "verdict", "n (cap)"]
+            "powered: value [CI]", "verdict", "n (cap)", "mark"]
     if with_statistic:
         head.insert(1, "statistic")
     lines = ["<table>", "<tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"]
@@ -141,6 +160,7 @@ def _claims_table(rows: list[dict], with_statistic: bool) -> str:
         else:
             cells += [_interval(powered), _verdict(powered["verdict"]),
                       f"{powered['n_seeds']} ({powered['cap']})"]
+        cells.append(html.escape(_mark(entry)))
         lines.append("<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>")
     lines.append("</table>")
     return "\n".join(lines)
@@ -151,8 +171,27 @@ def _markdown_code(text: str) -> str:
     return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
 
 
+def calibration_html(table: pd.DataFrame) -> str:
+    """The calibration study's figure and its table (type-I error with its
+    Monte-Carlo SE at the null, power at the observed effect)."""
+    head = ["claim", "kind", "comparison", "type-I error ± SE", "within α + 2 SE", "power", "mean seeds"]
+    lines = ['<img src="calibration.png" alt="calibration">', "<table>",
+             "<tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"]
+    for claim, group in table.groupby("claim", sort=False):
+        null = group[group["scenario"] == "null"].iloc[0]
+        effect = group[group["scenario"] == "effect"].iloc[0]
+        cells = [claim, null["kind"], null["comparison"],
+                 f"{_number(null['type1_error'])} ± {_number(null['type1_se'])}", str(null["type1_ok"]),
+                 f"{_number(effect['power'])} ({html.escape(str(effect['expected']))})",
+                 _number(effect["mean_seeds"])]
+        lines.append("<tr>" + "".join(f"<td>{html.escape(str(c)) if i < 3 else c}</td>"
+                                       for i, c in enumerate(cells)) + "</tr>")
+    lines.append("</table>")
+    return "\n".join(lines)
+
+
 def report_html(figures_dir: Path, claims: pd.DataFrame, powered: pd.DataFrame | None, provenance: str,
-                captions_dir: Path) -> str:
+                captions_dir: Path, calibration: pd.DataFrame | None = None) -> str:
     """The page; images are referred to by file name, beside the page."""
     rows = claims_rows(claims, powered)
     paper = paper_claims(rows)
@@ -163,7 +202,9 @@ def report_html(figures_dir: Path, claims: pd.DataFrame, powered: pd.DataFrame |
              f"<p>{_markdown_code(provenance)}</p>",
              "<p>Every number on this page comes from the pipeline's tables. Each claim has two readings: "
              "the paper's (its N seeds, the figures' runs) and the powered one (seeds added in looks until "
-             "the verdict is decided or the cap is reached, the error controlled across the looks).</p>",
+             "the verdict is decided or the cap is reached, the error controlled across the looks). The mark "
+             "says whether every registered reading of the claim agrees (robust) or not "
+             "(reading-dependent); a check that cannot fail is marked by construction.</p>",
              "<h2>The paper's claims at a glance</h2>", _claims_table(paper, with_statistic=False),
              "<ul>" + "".join(f'<li><a href="{href}">{html.escape(text)}</a></li>' for text, href in LINKS)
              + "</ul>"]
@@ -179,6 +220,9 @@ def report_html(figures_dir: Path, claims: pd.DataFrame, powered: pd.DataFrame |
         about = [row for row in rows if row["figure"] == figure]
         if about:
             parts.append(_claims_table(about, with_statistic=True))
+    if calibration is not None and len(calibration):
+        parts.append('<h2 id="calibration">Error rates of the powered reading, simulated</h2>')
+        parts.append(calibration_html(calibration))
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..analysis.claims import ClaimSpec
+from ..analysis.claims import READING_FIELDS, ClaimSpec, Reading
 from .config_schema import SWEPT_INSTANCE_KEYS
 from .experiments import ConfigError, config_error, format_value, resolve_label
 
@@ -33,6 +33,10 @@ def claim_specs(config: Mapping, plan) -> list[ClaimSpec]:
         for value in sweep_values:
             if value not in values:
                 config_error(f"{key}.sweep_values", value, f"not a sweep value of {experiment} ({sorted(values)})")
+        readings = tuple(Reading(r["name"], r["why"],
+                                 tuple((f, float(r[f]) if f == "threshold" else r[f])
+                                       for f in READING_FIELDS if f in r))
+                         for r in entry.get("readings", ()))
         try:
             specs.append(ClaimSpec(name=entry["name"], statement=entry["statement"], kind=entry["kind"],
                                    experiment=experiment, policies=tuple(entry["policies"]),
@@ -40,9 +44,15 @@ def claim_specs(config: Mapping, plan) -> list[ClaimSpec]:
                                    metric=entry.get("metric", "tail_regret"),
                                    direction=entry.get("direction", "increasing"),
                                    sweep_values=sweep_values, threshold=float(entry.get("threshold", 0.0)),
-                                   source=entry.get("source", "paper")))
+                                   source=entry.get("source", "paper"),
+                                   **{f: entry[f] for f in ("quote", "section", "quantity", "reading", "why",
+                                                            "testable", "by_construction") if f in entry},
+                                   readings=readings))
         except ValueError as error:
             raise ConfigError(f"invalid config value {key}: {error}") from None
+    from ..analysis.sensitivity import grid_claims
+
+    specs += grid_claims(plan, specs)
     names = [spec.name for spec in specs]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
@@ -107,3 +117,26 @@ def evaluation_seeds(plan, tuning_experiments) -> set:
     """Every seed an experiment other than the tuning experiments runs."""
     return {seed for name, curves in plan.curves.items() if name not in tuning_experiments
             for curve in curves for seed in curve.seeds}
+
+
+def retired_seeds(config: Mapping) -> set:
+    """The seeds of earlier powered designs whose results were seen
+    (``powered.retired_seeds``, inclusive ranges): no use may reach them."""
+    seeds = set()
+    for index, (first, last) in enumerate((config.get("powered") or {}).get("retired_seeds", [])):
+        if last < first:
+            config_error(f"powered.retired_seeds[{index}]", [first, last], "must be [first, last] with first ≤ last")
+        seeds.update(range(int(first), int(last) + 1))
+    return seeds
+
+
+REGISTRY_SECTIONS = ("claims", "claim_margins", "powered", "summaries", "calibration")
+
+
+def registry_hash(config: Mapping) -> str:
+    """The hash of the claims registry and the pre-registered design (the
+    claims, margins, powered design, run-summary settings and calibration of
+    the config), recorded in the claims tables' provenance."""
+    from .results import config_hash
+
+    return config_hash({key: config.get(key) for key in REGISTRY_SECTIONS})

@@ -1,0 +1,296 @@
+"""The calibration study: the powered reading's whole procedure, simulated.
+
+The powered reading (:mod:`cqb.analysis.powered`) claims an error rate: each
+of K looks at level α/K, "does not hold" at α/(K·m) for a claim of m
+comparisons, a comparison stopping at the first look that decides it. That
+rate rests on every interval having its nominal coverage at the n used.
+Here it is shown instead of asserted (docs/verdicts.md, "Error rates,
+simulated"): per powered claim, the comparison that decides it on the
+figures' run tables gives per-seed values (a paired difference, a per-run
+metric, the signs of a sweep pair, stall flags); ``replications`` times, seeds
+are drawn from them with replacement, look after look (cumulatively), and
+the claim kind's statistic, levels and stopping rule are applied exactly as
+the powered reading applies them:
+
+* **null**: the values centred on the comparison's threshold (a mean moved
+  onto it; the signs' up and down shares made equal, ties kept; the stall
+  rate set to it): a directional verdict (holds or does not hold) is an
+  error, and their share is the realised type-I error;
+* **effect**: the values as observed: the share of replications reaching
+  the verdict the observed effect implies is the power.
+
+Everything is vectorised over replications, from one named random stream
+per (claim, scenario).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+import zlib
+from .claims import (FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, TIE, _drop_from_peak, _groups, claim_comparisons,
+                     skew_corrected_bounds)
+
+CALIBRATION_COLUMNS = ("claim", "kind", "comparison", "scenario", "n_values", "true_value", "threshold",
+                       "replications", "looks", "holds", "does_not_hold", "tie", "inconclusive",
+                       "type1_error", "type1_se", "type1_ok", "expected", "power", "mean_seeds")
+MEAN_KINDS = ("grows", "converges", "drops", "best")
+# Kinds read as signs (+1 / −1, 0 a tie) against a share of one half.
+SIGN_KINDS = ("ordered", "typical_below")
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What one comparison's per-seed data look like, for resampling."""
+
+    claim: str
+    kind: str
+    comparison: str
+    values: np.ndarray  # means: per-seed values; ordered: signs (+1, −1, 0); stall_rate: 0/1 flags
+    threshold: float
+    margin: float
+    upward: bool
+    comparisons: int  # m of the claim ("does not hold" at α/(K·m))
+
+
+def _values_of(spec, runs, comparison) -> np.ndarray:
+    """The per-seed values behind one comparison of a claim."""
+    if spec.kind == "best":
+        other, claimed = comparison.key.split(" − ")
+        wide = runs.pivot_table(index="seed", columns="policy", values=spec.metric, aggfunc="first")
+        pair = wide[[claimed, other]].dropna()
+        return (pair[other] - pair[claimed]).to_numpy(dtype=np.float64)
+    if spec.kind == "ordered":
+        (policy, smaller), (_, larger) = comparison.units
+        rows = runs[runs["policy"] == policy]
+        wide = rows.pivot_table(index="seed", columns="sweep_value", values=spec.metric, aggfunc="first")
+        pair = wide[[smaller, larger]].dropna()
+        change = pair[larger].to_numpy(dtype=np.float64) - pair[smaller].to_numpy(dtype=np.float64)
+        return np.sign(-change if spec.direction == "decreasing" else change)
+    for unit, _, rows in _groups(runs, spec):
+        if unit == comparison.units[0]:
+            if spec.kind == "stall_rate":
+                return rows["stalled"].to_numpy(dtype=np.float64)
+            if spec.kind == "typical_below":
+                return np.where(rows[spec.metric].to_numpy(dtype=np.float64) < spec.threshold, 1.0, -1.0)
+            if spec.kind == "drops":
+                return _drop_from_peak(rows)
+            if spec.kind == "grows":
+                metric = spec.metric if spec.metric in ("late_slope", "full_slope") else "late_slope"
+                return rows[metric].to_numpy(dtype=np.float64)
+            return rows[spec.metric].to_numpy(dtype=np.float64)
+    if spec.kind == "stall_rate":
+        rows = runs[runs["policy"] == comparison.key]
+        return rows["stalled"].to_numpy(dtype=np.float64)
+    raise ValueError(f"claim {spec.name!r}: no data for comparison {comparison.key!r}")
+
+
+def claim_shape(spec, runs: pd.DataFrame, margin: float, shape_runs: pd.DataFrame | None = None) -> Shape | None:
+    """The shape of a claim's decisive comparison on ``runs`` (the figures'
+    seeds): the one nearest its threshold among the testable comparisons with
+    data. ``shape_runs``: a larger table of the same policies to draw the
+    values from instead (the stall check's 200 seeds). None when the claim
+    has no comparison to calibrate."""
+    comparisons, _, upward = claim_comparisons(runs, spec, 0.95, margin)
+    usable = [c for c in comparisons if c.verdict != NOT_TESTABLE and math.isfinite(c.value)]
+    if not usable:
+        return None
+    threshold = 0.5 if spec.kind in SIGN_KINDS else (0.0 if spec.kind == "best" else spec.threshold)
+    nearest = min(usable, key=lambda c: abs(c.value - threshold) / (abs(c.ci_high - c.ci_low) or 1.0))
+    source = runs
+    if shape_runs is not None and spec.kind in ("converges", "typical_below", "stall_rate") and all(
+            policy in set(shape_runs["policy"]) for policy, _ in nearest.units):
+        source = shape_runs
+        spec = _without_sweep(spec)
+        nearest = next(c for c in claim_comparisons(shape_runs, spec, 0.95, margin)[0]
+                       if c.units[0][0] == nearest.units[0][0])
+    values = _values_of(spec, source, nearest)
+    return Shape(spec.name, spec.kind, nearest.key, values, threshold, margin, upward, len(comparisons))
+
+
+def _without_sweep(spec):
+    from dataclasses import replace
+
+    return replace(spec, sweep_values=())
+
+
+def _binomial_bounds(successes: np.ndarray, trials: np.ndarray, confidence: float):
+    """Clopper–Pearson bounds, vectorised (NaN where there are no trials)."""
+    from scipy.stats import beta
+
+    a = (1 - confidence) / 2
+    successes = successes.astype(np.float64)
+    trials = trials.astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        low = np.where(successes > 0, beta.ppf(a, successes, trials - successes + 1), 0.0)
+        high = np.where(successes < trials, beta.ppf(1 - a, successes + 1, trials - successes), 1.0)
+    empty = trials <= 0
+    return np.where(empty, np.nan, low), np.where(empty, np.nan, high)
+
+
+def _verdicts(low, high, wide_low, wide_high, threshold, margin, upward):
+    """The two-level verdicts (claims.two_level_verdict), vectorised."""
+    finite = np.isfinite(low) & np.isfinite(high)
+    above, below = low > threshold, high < threshold
+    wide_above, wide_below = wide_low > threshold, wide_high < threshold
+    holds = finite & (above if upward else below)
+    fails = finite & ~holds & (wide_below if upward else wide_above)
+    tie = finite & ~holds & ~fails & (margin > 0) & (threshold - margin < low) & (high < threshold + margin)
+    out = np.full(low.shape, INCONCLUSIVE, dtype=object)
+    out[tie] = TIE
+    out[fails] = FAILS
+    out[holds] = HOLDS
+    return out
+
+
+def simulate_procedure(shape: Shape, values: np.ndarray, looks: Sequence[int], alpha: float, replications: int,
+                       rng) -> tuple[np.ndarray, np.ndarray]:
+    """(verdict, seeds used) of each replication of the sequential procedure
+    on seeds drawn with replacement from ``values``."""
+    looks = tuple(int(n) for n in looks)
+    confidence = 1 - alpha / len(looks)
+    fail_confidence = 1 - (1 - confidence) / max(1, shape.comparisons)
+    draws = values[rng.integers(values.shape[0], size=(replications, looks[-1]))]
+    verdict = np.full(replications, INCONCLUSIVE, dtype=object)
+    used = np.full(replications, looks[-1])
+    open_ = np.ones(replications, dtype=bool)
+    for n in looks:
+        index = np.flatnonzero(open_)
+        if index.size == 0:
+            break
+        sample = draws[index, :n]
+        if shape.kind in MEAN_KINDS:
+            low, high = skew_corrected_bounds(sample, confidence)
+            wide_low, wide_high = skew_corrected_bounds(sample, fail_confidence)
+            threshold = shape.threshold
+        elif shape.kind in SIGN_KINDS:
+            moved = (sample > 0).sum(axis=1)
+            counted = (sample != 0).sum(axis=1)
+            low, high = _binomial_bounds(moved, counted, confidence)
+            wide_low, wide_high = _binomial_bounds(moved, counted, fail_confidence)
+            threshold = 0.5
+        else:  # stall_rate
+            stalled = sample.sum(axis=1)
+            trials = np.full(index.size, n)
+            low, high = _binomial_bounds(stalled, trials, confidence)
+            wide_low, wide_high = _binomial_bounds(stalled, trials, fail_confidence)
+            threshold = shape.threshold
+        now = _verdicts(low, high, wide_low, wide_high, threshold, shape.margin, shape.upward)
+        decided = now != INCONCLUSIVE
+        verdict[index[decided]] = now[decided]
+        used[index[decided]] = n
+        open_[index[decided]] = False
+    return verdict, used
+
+
+def null_values(shape: Shape, rng) -> np.ndarray:
+    """The shape's values moved onto the boundary of its claim."""
+    values = shape.values
+    if shape.kind in MEAN_KINDS:
+        return values - values.mean() + shape.threshold
+    if shape.kind in SIGN_KINDS:
+        signed = values[values != 0]
+        ties = values[values == 0]
+        half = np.concatenate([np.ones(max(1, signed.size)), -np.ones(max(1, signed.size))])
+        return np.concatenate([half, np.zeros(2 * ties.size)]) if ties.size else half
+    # stall_rate: a rate equal to the threshold, as 0/1 flags
+    size = 10000
+    return (np.arange(size) < round(shape.threshold * size)).astype(np.float64)
+
+
+def _expected(shape: Shape) -> str:
+    value = shape.values.mean() if shape.kind not in SIGN_KINDS else (
+        (shape.values > 0).sum() / max(1, (shape.values != 0).sum()))
+    if shape.kind in SIGN_KINDS:
+        threshold = 0.5
+    else:
+        threshold = shape.threshold
+    if shape.margin > 0 and abs(value - threshold) < shape.margin / 2:
+        return TIE
+    on_claim_side = value > threshold if shape.upward else value < threshold
+    return HOLDS if on_claim_side else FAILS
+
+
+def calibration_stream(seed: int, name: str) -> np.random.Generator:
+    """The named stream of one (claim, scenario): a child of the study's seed
+    keyed by the name, so adding a claim never shifts another's draws."""
+    return np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(zlib.crc32(name.encode()),)))
+
+
+def calibrate(shapes: Sequence[Shape], designs: Mapping[str, tuple[tuple[int, ...], float]],
+              replications: int, seed: int) -> pd.DataFrame:
+    """The calibration table: per shape, a null and an effect scenario;
+    ``designs`` maps a claim to its (looks, alpha)."""
+    rows = []
+    for shape in shapes:
+        looks, alpha = designs[shape.claim]
+        for scenario in ("null", "effect"):
+            rng = calibration_stream(seed, f"{shape.claim}/{scenario}")
+            values = null_values(shape, rng) if scenario == "null" else shape.values
+            verdict, used = simulate_procedure(shape, values, looks, alpha, replications, rng)
+            share = {v: float(np.mean(verdict == v)) for v in (HOLDS, FAILS, TIE, INCONCLUSIVE)}
+            type1 = share[HOLDS] + share[FAILS] if scenario == "null" else math.nan
+            se = math.sqrt(type1 * (1 - type1) / replications) if scenario == "null" else math.nan
+            expected = "" if scenario == "null" else _expected(shape)
+            true_value = (float(values.mean()) if shape.kind not in SIGN_KINDS
+                          else float((values > 0).sum() / max(1, (values != 0).sum())))
+            rows.append({"claim": shape.claim, "kind": shape.kind, "comparison": shape.comparison,
+                         "scenario": scenario, "n_values": int(shape.values.shape[0]), "true_value": true_value,
+                         "threshold": shape.threshold, "replications": replications,
+                         "looks": " ".join(str(n) for n in looks),
+                         "holds": share[HOLDS], "does_not_hold": share[FAILS], "tie": share[TIE],
+                         "inconclusive": share[INCONCLUSIVE], "type1_error": type1, "type1_se": se,
+                         "type1_ok": (type1 <= alpha + 2 * se) if scenario == "null" else "",
+                         "expected": expected,
+                         "power": share.get(expected, math.nan) if expected else math.nan,
+                         "mean_seeds": float(used.mean())})
+    return pd.DataFrame(rows, columns=list(CALIBRATION_COLUMNS))
+
+
+def plot_calibration(table: pd.DataFrame, alpha: float, path_pdf, path_png) -> None:
+    """Type-I error (± 2 Monte-Carlo SE, against α) and power per claim."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    null = table[table["scenario"] == "null"].reset_index(drop=True)
+    effect = table[table["scenario"] == "effect"].reset_index(drop=True)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 0.45 * max(4, len(null)) + 1.5), sharey=True)
+    y = np.arange(len(null))
+    left.errorbar(null["type1_error"], y, xerr=2 * null["type1_se"], fmt="o", color="#a11")
+    left.axvline(alpha, color="k", linestyle="--", linewidth=1, label=f"α = {alpha:g}")
+    left.set_yticks(y, [f"{c} ({k})" for c, k in zip(null["claim"], null["kind"])])
+    left.set_xlabel("type-I error at the null (± 2 MC SE)")
+    left.legend(loc="lower right")
+    left.invert_yaxis()
+    right.barh(y, effect["power"], color="#17632a")
+    right.set_xlim(0, 1)
+    right.set_xlabel("power at the observed effect (share reaching its verdict)")
+    fig.suptitle("Calibration of the powered reading: the whole sequential procedure, simulated")
+    fig.tight_layout()
+    fig.savefig(path_pdf)
+    fig.savefig(path_png, dpi=110)
+    plt.close(fig)
+
+
+def calibration_table(claims: Mapping, runs_tables: Mapping[str, pd.DataFrame], shape_experiment: str | None,
+                      replications: int, seed: int) -> pd.DataFrame:
+    """The calibration table of the powered claims (``claims``: name →
+    :class:`cqb.analysis.powered.PoweredClaim`) on the run tables of their
+    experiments (the convergence and stall claims' values from
+    ``shape_experiment`` when it runs their policies)."""
+    shapes, designs = [], {}
+    shape_runs = runs_tables.get(shape_experiment) if shape_experiment else None
+    for name, claim in claims.items():
+        shape = claim_shape(claim.spec, runs_tables[claim.spec.experiment], claim.margin, shape_runs)
+        if shape is None:
+            continue
+        shapes.append(shape)
+        designs[name] = (claim.looks, claim.alpha)
+    return calibrate(shapes, designs, replications, seed)
