@@ -198,8 +198,8 @@ def startup_times(sources: dict[str, Path], runs: int = 20, out_dir: Path | None
         if server_socket:
             # without PYTHONPATH: the server (the installed cqb) takes only jobs whose start-up
             # environment is its own
-            environments[FORKED] = {**{key: value for key, value in environments[labels[-2]].items()
-                                       if key != "PYTHONPATH"}, RUN_SERVER_VARIABLE: server_socket}
+            environments[FORKED] = {**{key: value for key, value in os.environ.items()
+                                       if key != RUN_SERVER_VARIABLE}, RUN_SERVER_VARIABLE: server_socket}
         command = [sys.executable, "-c", CLI_SCRIPT, *STARTUP_RUN, "--out", str(out)]
         for repeat in range(runs + 1):
             for label in labels:
