@@ -188,7 +188,10 @@ def start(socket_dir: str | None = None, timeout: float = 60.0, client: bool = T
     if request_timeout is not None:
         command += ["--request-timeout", str(request_timeout)]
     try:
-        process = subprocess.Popen(command, pass_fds=(ready_write,), stdin=subprocess.DEVNULL, env=env)
+        # its own session: a kill of Snakemake's process group leaves it the moment it needs to
+        # see its parent gone and remove its folder
+        process = subprocess.Popen(command, pass_fds=(ready_write,), stdin=subprocess.DEVNULL, env=env,
+                                   start_new_session=True)
     except OSError:
         os.close(ready_read)
         os.close(ready_write)
