@@ -20,7 +20,6 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from cqb.analysis.rates import rate_experiments
 from cqb.pipeline.config_schema import validate_config
 from cqb.pipeline.experiments import build_plan
 from cqb.bench.pipeline_benchmark import other_rules_cpu, simulation_cpu
@@ -34,7 +33,7 @@ def main(argv: list[str]) -> int:
     schema = yaml.safe_load((repo / "workflow/schemas/config.schema.yaml").read_text())
     validate_config(config, schema)
     plan = build_plan(config)
-    rates = set(rate_experiments(config, plan))
+    rates = set(plan.rate_experiments)
     base, figure5 = set(), set()
     for experiment, curves in plan.curves.items():
         target = figure5 if experiment in rates else base
