@@ -34,7 +34,7 @@ ALL_POLICIES = {"cqb_eps", "cqb_opt", "random", "oracle", "cqb_eps_opt", "cqb_ts
 
 def smoke_targets():
     # the claims include the real-data experiments, so they need fig4's data
-    return ["fig2", "fig3", "fig5", "fig6", "powered_claims", "tuning"] + (["fig4", "claims"] if CAN_RUN_FIG4 else [])
+    return ["fig2", "fig3", "fig5", "fig6", "powered_claims", "tuning"] + (["fig4", "claims", "calibration"] if CAN_RUN_FIG4 else [])
 
 
 def smoke_args(*targets, cores=2):
