@@ -87,3 +87,14 @@ def test_time_command_records_wall_time_load_and_exit_code(tmp_path):
     assert failed["returncode"] == 3
     text = timings_markdown(table)
     assert text.count("\n") == 3 and "a nap" in text and "(exit 3)" in text
+
+
+def test_timings_markdown_shows_only_the_latest_runs(tmp_path):
+    table = tmp_path / "timings.tsv"
+    for label in ("first", "second", "third"):
+        time_command(["python3", "-c", "pass"], label, table)
+    text = timings_markdown(table, last=2)
+    assert "first" not in text and "second" in text and "third" in text
+    assert text.index("second") < text.index("third")
+    assert "latest 2 of 3 runs" in text and "docs/results/timings.tsv" in text
+    assert "latest" not in timings_markdown(table, last=3)

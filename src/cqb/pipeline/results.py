@@ -205,8 +205,12 @@ def _append_timing(table: Path, row: dict) -> None:
     atomic_write_text(table, "\n".join(lines) + "\n")
 
 
-def timings_markdown(table: Path) -> str:
-    rows = pd.read_csv(table, sep="\t")
+TIMINGS_SHOWN = 5  # the docs page shows the latest runs; the full table is timings.tsv
+
+
+def timings_markdown(table: Path, last: int = TIMINGS_SHOWN) -> str:
+    all_rows = pd.read_csv(table, sep="\t")
+    rows = all_rows.tail(last)
     lines = ["| what | wall time | CPU: all processes; Snakemake's own | load (1 min): before; mean, max "
              "while running | cores | date |",
              "| --- | ---: | ---: | --- | ---: | --- |"]
@@ -218,6 +222,9 @@ def timings_markdown(table: Path) -> str:
         cpu = "" if pd.isna(cpu) else f"{cpu:.0f} s; " + ("–" if pd.isna(own) else f"{own:.0f} s")
         lines.append(f"| `{row.command}`: {row.label}{failed} | {minutes} min {seconds:02d} s | {cpu} | "
                      f"{row.load_before}; {format_number(row.load_mean)}, {format_number(row.load_max)} | {row.cores} | {row.date} |")
+    if len(all_rows) > len(rows):
+        lines.append("")
+        lines.append(f"The latest {len(rows)} of {len(all_rows)} runs; all of them are in docs/results/timings.tsv.")
     return "\n".join(lines)
 
 
