@@ -217,6 +217,26 @@ def _check_pool_file(spec: dict) -> None:
                          "e.g. data/processed/mnist/instance.npz")
 
 
+def _wrote(summary: str, started: float, out: Path) -> int:
+    """A job's last log line: what it wrote, its wall and CPU time (the CPU
+    part is what the pipeline's split and the run server read)."""
+    print(f"{summary}, {time.perf_counter() - started:.2f} s "
+          f"({time.process_time():.2f} s CPU in this process), wrote {out}", file=sys.stderr)
+    return 0
+
+
+def _write_failed(out: Path, error: OSError) -> int:
+    """One line for an output that could not be written (a full disk or quota,
+    a read-only folder); the atomic write left nothing behind."""
+    import errno
+
+    remedy = ("free space on its disk" if error.errno in (errno.ENOSPC, errno.EDQUOT)
+              else "make its folder writable")
+    print(f"cqb: error: cannot write {out}: {error.strerror or error}; nothing was written: "
+          f"{remedy} (or give another --out) and rerun", file=sys.stderr)
+    return 2
+
+
 def _draw_trace(args, spec: dict, out: Path, blas_pinned: bool) -> int:
     """``cqb run --draw-trace``: the trace file of (instance, horizon, seed)."""
     if args.policy or args.trace:
@@ -230,12 +250,9 @@ def _draw_trace(args, spec: dict, out: Path, blas_pinned: bool) -> int:
     try:
         digest = save_trace(out, instance, spec, args.horizon, args.seed, trace, oracle_path)
     except OSError as error:
-        print(f"cqb: error: cannot write {out}: {error.strerror or error}; nothing was written", file=sys.stderr)
-        return 2
-    print(f"trace seed {args.seed}: {int(trace.arrivals.sum())} arrivals, Q*(T) = {int(oracle_path[-1])}, "
-          f"content {digest}, {time.perf_counter() - started:.2f} s "
-          f"({time.process_time():.2f} s CPU in this process), wrote {out}", file=sys.stderr)
-    return 0
+        return _write_failed(out, error)
+    return _wrote(f"trace seed {args.seed}: {int(trace.arrivals.sum())} arrivals, Q*(T) = {int(oracle_path[-1])}, "
+                  f"content {digest}", started, out)
 
 
 def run(args) -> int:
@@ -278,18 +295,10 @@ def run(args) -> int:
 
     try:
         save_run(out, result)  # atomic: a killed run leaves no partial output
-    except OSError as error:  # a full disk or quota, a read-only folder: nothing was written
-        import errno
-
-        remedy = ("free space on its disk" if error.errno in (errno.ENOSPC, errno.EDQUOT)
-                  else "make its folder writable")
-        print(f"cqb: error: cannot write {out}: {error.strerror or error}; nothing was written: "
-              f"{remedy} (or give another --out) and rerun", file=sys.stderr)
-        return 2
-    print(f"{args.policy} seed {args.seed}: Q(T) = {int(result.queue[-1])}, "
-          f"Q*(T) = {int(result.oracle_queue[-1])}, {time.perf_counter() - started:.2f} s "
-          f"({time.process_time():.2f} s CPU in this process), wrote {out}", file=sys.stderr)
-    return 0
+    except OSError as error:
+        return _write_failed(out, error)
+    return _wrote(f"{args.policy} seed {args.seed}: Q(T) = {int(result.queue[-1])}, "
+                  f"Q*(T) = {int(result.oracle_queue[-1])}", started, out)
 
 
 def _compare(args) -> int:

@@ -27,8 +27,8 @@ import time
 from pathlib import Path
 
 from ..cli import main as cqb_main, pin_blas_to_one_thread
+from ..pipeline.experiments import BASE_INSTANCE
 
-BASE_INSTANCE = {"kind": "synthetic", "n_servers": 5, "dim": 5, "arrival_rate": 0.7, "slack": 0.1}
 
 
 def _profiled(argv: list[str]) -> tuple[float, float]:
