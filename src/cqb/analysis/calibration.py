@@ -26,15 +26,16 @@ per (claim, scenario).
 from __future__ import annotations
 
 import math
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-import zlib
 from .claims import (FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, TIE, _drop_from_peak, _groups, claim_comparisons,
                      skew_corrected_bounds)
+from .summaries import binomial_bounds
 
 CALIBRATION_COLUMNS = ("claim", "kind", "comparison", "scenario", "n_values", "true_value", "threshold",
                        "replications", "looks", "holds", "does_not_hold", "tie", "inconclusive",
@@ -119,20 +120,6 @@ def _without_sweep(spec):
     return replace(spec, sweep_values=())
 
 
-def _binomial_bounds(successes: np.ndarray, trials: np.ndarray, confidence: float):
-    """Clopper–Pearson bounds, vectorised (NaN where there are no trials)."""
-    from scipy.stats import beta
-
-    a = (1 - confidence) / 2
-    successes = successes.astype(np.float64)
-    trials = trials.astype(np.float64)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        low = np.where(successes > 0, beta.ppf(a, successes, trials - successes + 1), 0.0)
-        high = np.where(successes < trials, beta.ppf(1 - a, successes + 1, trials - successes), 1.0)
-    empty = trials <= 0
-    return np.where(empty, np.nan, low), np.where(empty, np.nan, high)
-
-
 def _verdicts(low, high, wide_low, wide_high, threshold, margin, upward):
     """The two-level verdicts (claims.two_level_verdict), vectorised."""
     finite = np.isfinite(low) & np.isfinite(high)
@@ -171,14 +158,14 @@ def simulate_procedure(shape: Shape, values: np.ndarray, looks: Sequence[int], a
         elif shape.kind in SIGN_KINDS:
             moved = (sample > 0).sum(axis=1)
             counted = (sample != 0).sum(axis=1)
-            low, high = _binomial_bounds(moved, counted, confidence)
-            wide_low, wide_high = _binomial_bounds(moved, counted, fail_confidence)
+            low, high = binomial_bounds(moved, counted, confidence)
+            wide_low, wide_high = binomial_bounds(moved, counted, fail_confidence)
             threshold = 0.5
         else:  # stall_rate
             stalled = sample.sum(axis=1)
             trials = np.full(index.size, n)
-            low, high = _binomial_bounds(stalled, trials, confidence)
-            wide_low, wide_high = _binomial_bounds(stalled, trials, fail_confidence)
+            low, high = binomial_bounds(stalled, trials, confidence)
+            wide_low, wide_high = binomial_bounds(stalled, trials, fail_confidence)
             threshold = shape.threshold
         now = _verdicts(low, high, wide_low, wide_high, threshold, shape.margin, shape.upward)
         decided = now != INCONCLUSIVE

@@ -199,18 +199,31 @@ def instance_statistics(runs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def binomial_bounds(successes, trials, confidence: float = 0.95):
+    """Exact (Clopper–Pearson) bounds for binomial proportions, element-wise
+    over arrays (NaN where there are no trials): the one implementation, used
+    per claim by :func:`binomial_interval` and for many replications at once
+    by the calibration study."""
+    from scipy.stats import beta
+
+    tail = (1 - confidence) / 2
+    successes = np.asarray(successes, dtype=np.float64)
+    trials = np.asarray(trials, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        low = np.where(successes > 0, beta.ppf(tail, successes, trials - successes + 1), 0.0)
+        high = np.where(successes < trials, beta.ppf(1 - tail, successes + 1, trials - successes), 1.0)
+    empty = trials <= 0
+    return np.where(empty, np.nan, low), np.where(empty, np.nan, high)
+
+
 def binomial_interval(successes: int, trials: int, confidence: float = 0.95) -> tuple[float, float]:
     """Exact (Clopper–Pearson) interval for a binomial proportion."""
     if trials <= 0:
         return math.nan, math.nan
     if not 0 <= successes <= trials:
         raise ValueError(f"successes must lie in [0, {trials}], got {successes}")
-    from scipy.stats import beta
-
-    alpha = 1 - confidence
-    low = 0.0 if successes == 0 else float(beta.ppf(alpha / 2, successes, trials - successes + 1))
-    high = 1.0 if successes == trials else float(beta.ppf(1 - alpha / 2, successes + 1, trials - successes))
-    return low, high
+    low, high = binomial_bounds(successes, trials, confidence)
+    return float(low), float(high)
 
 
 CURVE_COLUMNS = ("policy", "sweep_param", "sweep_value", "n_runs", "n_stalled", "stall_rate",
