@@ -256,19 +256,77 @@ def _captured_projections(policy, horizon, seed, spec=None):
     from cqb.sim.simulate import simulate
 
     captured = []
-    real = estimation.slsqp_in_ball
+    real, real_compiled = estimation.slsqp_in_ball, estimation.compiled_projection
 
     def capture(objective, start, bound, max_iter, ftol):
         captured.append((objective, np.array(start), bound))
         return real(objective, start, bound, max_iter, ftol)
 
     estimation.slsqp_in_ball = capture
+    estimation.compiled_projection = lambda X: None  # the numpy objective, through slsqp_in_ball
     try:
         simulate(spec or BASE_INSTANCE,
                  policy, None, horizon, seed)
     finally:
-        estimation.slsqp_in_ball = real
+        estimation.slsqp_in_ball, estimation.compiled_projection = real, real_compiled
     return captured
+
+
+def _captured_problems(policy, horizon, seed, spec=None):
+    """The arguments of every Filippi projection a run makes."""
+    import cqb.sim.estimation as estimation
+    from cqb.sim.simulate import simulate
+
+    problems = []
+    real = estimation.filippi_projection
+
+    def capture(X, mle, design_inv, reg, bound, start, compiled=True):
+        problems.append((X.copy(), mle.copy(), design_inv.copy(), reg, bound, np.array(start)))
+        return real(X, mle, design_inv, reg, bound, start, compiled)
+
+    estimation.filippi_projection = capture
+    try:
+        simulate(spec or BASE_INSTANCE, policy, None, horizon, seed)
+    finally:
+        estimation.filippi_projection = real
+    return problems
+
+
+def test_the_compiled_projection_is_active_here():
+    """The pinned numpy (its scipy-openblas64) and SciPy: the compiled loop
+    loads and passes its own check, so the runs use it."""
+    import scipy
+
+    from cqb.sim.estimation import LEAN_SLSQP_SCIPY, compiled_projection
+
+    if not scipy.__version__.startswith(LEAN_SLSQP_SCIPY):
+        pytest.skip(f"SciPy {scipy.__version__}: the projection runs through minimize")
+    assert compiled_projection(np.ones((3, 2))) is not None
+    # numpy's matmul takes other routes below 2 samples or dimensions
+    assert compiled_projection(np.ones((1, 3))) is None
+    assert compiled_projection(np.ones((3, 1))) is None
+
+
+@pytest.mark.parametrize("policy, seed, spec", [
+    ("cqb_eps", 0, None), ("cqb_ts", 5, None), ("cqb_opt", 4, None), ("cqb_eta2", 0, None),
+    ("cqb_eps", 2, {**BASE_INSTANCE, "dim": 3}),
+])
+def test_the_compiled_projection_gives_the_numpy_objectives_iterate_to_the_bit(policy, seed, spec):
+    """Every projection of a run (tens to hundreds of samples),
+    solved by the compiled loop and by the numpy objective through the lean
+    driver: the same θ, bit for bit."""
+    from cqb.sim.estimation import compiled_projection, filippi_projection
+
+    problems = _captured_problems(policy, 2000, seed, spec)
+    assert len(problems) >= 10
+    sizes = set()
+    for X, mle, design_inv, reg, bound, start in problems:
+        compiled = filippi_projection(X, mle, design_inv, reg, bound, start, compiled=True)
+        reference = filippi_projection(X, mle, design_inv, reg, bound, start, compiled=False)
+        np.testing.assert_array_equal(compiled, reference)
+        if compiled_projection(X) is not None:
+            sizes.add(X.shape[0])
+    assert len(sizes) >= 5  # the compiled loop ran, at several sample counts
 
 
 def _scipy_slsqp(objective, start, bound):
@@ -318,3 +376,24 @@ def test_slsqp_in_ball_calls_minimize_on_another_scipy(monkeypatch):
     fallback = estimation.slsqp_in_ball(objective, start, bound, estimation.SLSQP_MAX_ITER, estimation.SLSQP_FTOL)
     assert calls == [1]
     np.testing.assert_array_equal(fallback, lean)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_compiled_projection_matches_on_random_problems_of_every_size(seed):
+    """Random problems from 2 samples and dimensions up to the pool
+    instances' sizes (d = 120, where BLAS takes its blocked paths), the MLE
+    outside the ball: the compiled loop and the numpy objective agree to the
+    bit, and the solver moves."""
+    from cqb.sim.estimation import filippi_projection
+
+    rng = np.random.default_rng(seed)
+    for n, d in [(2, 2), (3, 7), (40, 5), (17, 16), (300, 3), (150, 49), (90, 120), (7, 33)]:
+        X = rng.standard_normal((n, d)) / np.sqrt(d)
+        mle = 4.0 * rng.standard_normal(d)
+        design_inv = np.linalg.inv(X.T @ X + 10.0 * np.eye(d))
+        bound = 0.3 * float(np.linalg.norm(mle))
+        start = mle * (bound / np.linalg.norm(mle))
+        compiled = filippi_projection(X, mle, design_inv, 1.0, bound, start, compiled=True)
+        reference = filippi_projection(X, mle, design_inv, 1.0, bound, start, compiled=False)
+        np.testing.assert_array_equal(compiled, reference)
+        assert not np.array_equal(compiled, start)

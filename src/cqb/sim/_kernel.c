@@ -10,8 +10,10 @@
  * the sample; an exact warm-started Newton refit on the geometric schedule,
  * else one online Newton step with Sherman–Morrison on V⁻¹ and H⁻¹) and the
  * confidence width; and the rejection sampler's acceptance screen
- * (screen_contexts). What is not: the projection onto the ball (rare; Python
- * runs it with scipy when update() reports the MLE outside the ball).
+ * (screen_contexts); and Filippi's projection onto the ball (filippi_slsqp:
+ * SciPy's SLSQP routine driven from C on numpy's own BLAS and tanh, so the
+ * iterates are numpy's to the bit), which Python calls when update() reports
+ * the MLE outside the ball.
  *
  * Plain C over the buffer protocol: no numpy headers at build time. Loops sum
  * in a fixed order; build with -ffp-contract=off so the results do not depend on
@@ -19,6 +21,8 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <dlfcn.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -690,10 +694,269 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------ Filippi's projection
+ *
+ * filippi_slsqp: the SLSQP loop of cqb.sim.estimation._slsqp_loop with the
+ * objective of filippi_projection, both in C. Every floating-point step is the
+ * one numpy takes for the Python objective, in the same order: the products
+ * are the calls numpy's matmul makes into its own BLAS (found by load_blas in
+ * the library numpy loaded, never another one), tanh is numpy's own ufunc
+ * (called on a work array), and the element-wise steps are single IEEE
+ * operations. The solver step is SciPy's own routine, called with the same
+ * arguments. So the iterate is the Python path's to the bit; the module checks
+ * that on first use (cqb.sim.estimation), and the tests on every projection of
+ * a run. Sizes n ≥ 2 samples and d ≥ 2 only: below that numpy's matmul takes
+ * other routes (a dot product, its own loop), and Python runs the projection. */
+
+#define CBLAS_ROW_MAJOR 101
+#define CBLAS_COL_MAJOR 102
+#define CBLAS_NO_TRANS 111
+#define CBLAS_TRANS 112
+
+/* numpy's ILP64 OpenBLAS (scipy_openblas64): 64-bit integer arguments */
+typedef void (*gemv_fn)(int, int, int64_t, int64_t, double, const double *, int64_t, const double *, int64_t,
+                        double, double *, int64_t);
+typedef void (*gemm_fn)(int, int, int, int64_t, int64_t, int64_t, double, const double *, int64_t,
+                        const double *, int64_t, double, double *, int64_t);
+typedef double (*dot_fn)(int64_t, const double *, int64_t, const double *, int64_t);
+
+static gemv_fn blas_gemv = NULL;
+static gemm_fn blas_gemm = NULL;
+static dot_fn blas_dot = NULL;
+
+/* load_blas(path, gemv, gemm, dot) -> bool: the three routines from the library
+ * at path, only if this process has already loaded it (RTLD_NOLOAD). */
+static PyObject *load_blas(PyObject *Py_UNUSED(module), PyObject *args) {
+    const char *path, *gemv_name, *gemm_name, *dot_name;
+    if (!PyArg_ParseTuple(args, "ssss", &path, &gemv_name, &gemm_name, &dot_name)) return NULL;
+    void *library = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+    if (library == NULL) Py_RETURN_FALSE;
+    void *gemv = dlsym(library, gemv_name), *gemm = dlsym(library, gemm_name), *dot = dlsym(library, dot_name);
+    if (gemv == NULL || gemm == NULL || dot == NULL) {
+        dlclose(library);
+        Py_RETURN_FALSE;
+    }
+    blas_gemv = (gemv_fn)gemv;
+    blas_gemm = (gemm_fn)gemm;
+    blas_dot = (dot_fn)dot;
+    Py_RETURN_TRUE; /* the handle stays open: the routines are used for the life of the process */
+}
+
+/* numpy's `a @ b` for 1-D a, b of length n ≥ 1: DOUBLE_dot starts its sum at 0 */
+static double numpy_dot(int64_t n, const double *a, const double *b) {
+    double sum = 0.0;
+    sum += blas_dot(n, a, 1, b, 1);
+    return sum;
+}
+
+typedef struct {
+    Py_ssize_t n, d;
+    const double *X;        /* (n, d) C order */
+    const double *design_inv; /* (d, d) C order */
+    double reg;
+    const double *target;   /* (d,) */
+    PyObject *tanh, *z_obj; /* numpy.tanh, its (n,) work array */
+    double *z;              /* z_obj's data */
+    double *prob, *gram_rows, *residual, *weighted, *product, *jacobian; /* scratch */
+} FilippiObjective;
+
+/* prob ← μ(X θ), as logistic(X @ θ): 0.5 * (1 + tanh(0.5 * z)) */
+static int filippi_probabilities(FilippiObjective *f, const double *theta) {
+    const Py_ssize_t n = f->n, d = f->d;
+    /* X @ θ: matmul's matrix @ vector, X C-contiguous -> gemv(ColMajor, Trans, d, n, lda = d) */
+    blas_gemv(CBLAS_COL_MAJOR, CBLAS_TRANS, d, n, 1.0, f->X, d, theta, 1, 0.0, f->z, 1);
+    for (Py_ssize_t j = 0; j < n; j++) f->z[j] = 0.5 * f->z[j];
+    PyObject *out = PyObject_CallFunctionObjArgs(f->tanh, f->z_obj, f->z_obj, NULL);
+    if (out == NULL) return -1;
+    Py_DECREF(out);
+    for (Py_ssize_t j = 0; j < n; j++) f->prob[j] = 0.5 * (1.0 + f->z[j]);
+    return 0;
+}
+
+/* out ← X.T @ prob + reg * theta: X.T is F-contiguous -> gemv(RowMajor, Trans, n, d, lda = d) */
+static void filippi_moments(FilippiObjective *f, const double *theta, double *out) {
+    blas_gemv(CBLAS_ROW_MAJOR, CBLAS_TRANS, f->n, f->d, 1.0, f->X, f->d, f->prob, 1, 0.0, out, 1);
+    for (Py_ssize_t i = 0; i < f->d; i++) out[i] = out[i] + f->reg * theta[i];
+}
+
+/* value and gradient of ‖g(θ) − target‖²_{V⁻¹}, as filippi_projection's objective */
+static int filippi_evaluate(FilippiObjective *f, const double *theta, double *value, double *gradient) {
+    const Py_ssize_t n = f->n, d = f->d;
+    if (filippi_probabilities(f, theta) < 0) return -1;
+    filippi_moments(f, theta, f->residual);
+    for (Py_ssize_t i = 0; i < d; i++) f->residual[i] = f->residual[i] - f->target[i];
+    blas_gemv(CBLAS_COL_MAJOR, CBLAS_TRANS, d, d, 1.0, f->design_inv, d, f->residual, 1, 0.0, f->weighted, 1);
+    /* X.T * (prob * (1 - prob)): numpy keeps X.T's (Fortran) order, element (i, j) at j*d + i */
+    for (Py_ssize_t j = 0; j < n; j++) {
+        const double w = f->prob[j] * (1.0 - f->prob[j]);
+        for (Py_ssize_t i = 0; i < d; i++) f->gram_rows[j * d + i] = f->X[j * d + i] * w;
+    }
+    /* (d, n) F-order @ (n, d) C-order -> gemm(RowMajor, Trans, NoTrans, d, d, n) */
+    blas_gemm(CBLAS_ROW_MAJOR, CBLAS_TRANS, CBLAS_NO_TRANS, d, d, n, 1.0, f->gram_rows, d, f->X, d, 0.0,
+              f->product, d);
+    /* 2.0 * (product + reg * eye(d)) */
+    for (Py_ssize_t i = 0; i < d; i++)
+        for (Py_ssize_t k = 0; k < d; k++)
+            f->jacobian[i * d + k] = 2.0 * (f->product[i * d + k] + f->reg * (i == k ? 1.0 : 0.0));
+    blas_gemv(CBLAS_COL_MAJOR, CBLAS_TRANS, d, d, 1.0, f->jacobian, d, f->weighted, 1, 0.0, gradient, 1);
+    *value = numpy_dot(d, f->residual, f->weighted);
+    return 0;
+}
+
+static int get_doubles(PyObject *obj, Py_buffer *view, int ndim, int writable, const char *name) {
+    int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | PyBUF_ND | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(obj, view, flags) < 0) return -1;
+    if (view->ndim != ndim || view->itemsize != 8 || strcmp(view->format, "d") != 0) {
+        PyErr_Format(PyExc_ValueError, "cqb.sim._kernel.filippi_slsqp: %s must be a C-contiguous "
+                     "%d-d float64 array", name, ndim);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+static long state_mode(PyObject *state) {
+    PyObject *mode = PyDict_GetItemString(state, "mode"); /* borrowed */
+    if (mode == NULL) {
+        PyErr_SetString(PyExc_KeyError, "slsqp state has no 'mode'");
+        return LONG_MIN;
+    }
+    return PyLong_AsLong(mode);
+}
+
+/* filippi_slsqp(slsqp, tanh, X, mle, design_inv, reg, squared_bound, state, x,
+ *               gradient, normals, slack, mult, lower, upper, buffer, indices, z) -> x
+ *
+ * x holds the start and receives the solution (SciPy's routine updates it in
+ * place); state and the work arrays are _slsqp_workspace's. */
+static PyObject *filippi_slsqp(PyObject *Py_UNUSED(module), PyObject *args) {
+    PyObject *slsqp, *tanh_ufunc, *X_obj, *mle_obj, *dinv_obj, *state, *x_obj, *grad_obj, *normals_obj,
+        *slack_obj, *mult, *lower, *upper, *buffer, *indices, *z_obj;
+    double reg, squared_bound;
+    if (!PyArg_ParseTuple(args, "OOOOOddOOOOOOOOOOO", &slsqp, &tanh_ufunc, &X_obj, &mle_obj, &dinv_obj, &reg,
+                          &squared_bound, &state, &x_obj, &grad_obj, &normals_obj, &slack_obj, &mult, &lower,
+                          &upper, &buffer, &indices, &z_obj))
+        return NULL;
+    if (blas_gemv == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "cqb.sim._kernel.filippi_slsqp: load_blas has not succeeded");
+        return NULL;
+    }
+    if (!PyDict_Check(state)) {
+        PyErr_SetString(PyExc_TypeError, "cqb.sim._kernel.filippi_slsqp: state must be a dict");
+        return NULL;
+    }
+    Py_buffer views[7];
+    int held = 0;
+    PyObject *result = NULL, *value_obj = NULL;
+    double *scratch = NULL, *evaluated_at = NULL;
+    if (get_doubles(X_obj, &views[held], 2, 0, "X") < 0) goto done;
+    held++;
+    if (get_doubles(mle_obj, &views[held], 1, 0, "mle") < 0) goto done;
+    held++;
+    if (get_doubles(dinv_obj, &views[held], 2, 0, "design_inv") < 0) goto done;
+    held++;
+    if (get_doubles(x_obj, &views[held], 1, 1, "x") < 0) goto done;
+    held++;
+    if (get_doubles(grad_obj, &views[held], 1, 1, "gradient") < 0) goto done;
+    held++;
+    if (get_doubles(slack_obj, &views[held], 1, 1, "slack") < 0) goto done;
+    held++;
+    if (get_doubles(z_obj, &views[held], 1, 1, "z") < 0) goto done;
+    held++;
+    /* normals: (1, d), Fortran order as SciPy wants it; row 0 is contiguous */
+    Py_buffer normals;
+    if (PyObject_GetBuffer(normals_obj, &normals, PyBUF_WRITABLE | PyBUF_FORMAT | PyBUF_STRIDES) < 0) goto done;
+    {
+        const Py_ssize_t n = views[0].shape[0], d = views[0].shape[1];
+        int shapes_ok = n >= 2 && d >= 2 && views[1].shape[0] == d && views[2].shape[0] == d
+                        && views[2].shape[1] == d && views[3].shape[0] == d && views[4].shape[0] == d
+                        && views[5].shape[0] == 1 && views[6].shape[0] == n && normals.ndim == 2
+                        && normals.shape[0] == 1 && normals.shape[1] == d && normals.itemsize == 8
+                        && normals.strides[1] == 8 && strcmp(normals.format, "d") == 0;
+        if (!shapes_ok) {
+            PyErr_SetString(PyExc_ValueError, "cqb.sim._kernel.filippi_slsqp: X (n >= 2, d >= 2), mle (d,), "
+                            "design_inv (d, d), x (d,), gradient (d,), normals (1, d), slack (1,), z (n,)");
+            PyBuffer_Release(&normals);
+            goto done;
+        }
+        scratch = malloc(sizeof(double) * (size_t)(2 * n + n * d + 4 * d + 2 * d * d));
+        evaluated_at = malloc(sizeof(double) * (size_t)d);
+        if (scratch == NULL || evaluated_at == NULL) {
+            PyErr_NoMemory();
+            PyBuffer_Release(&normals);
+            goto done;
+        }
+        double *target = scratch;
+        FilippiObjective f = {
+            .n = n, .d = d, .X = views[0].buf, .design_inv = views[2].buf, .reg = reg, .target = target,
+            .tanh = tanh_ufunc, .z_obj = z_obj, .z = views[6].buf,
+            .prob = scratch + d, .gram_rows = scratch + d + n, .residual = scratch + d + n + n * d,
+            .weighted = scratch + 2 * d + n + n * d, .product = scratch + 3 * d + n + n * d,
+            .jacobian = scratch + 3 * d + n + n * d + d * d,
+        };
+        double *x = views[3].buf, *gradient = views[4].buf, *slack = views[5].buf, *normal = normals.buf;
+        /* target = X.T @ logistic(X @ mle) + reg * mle */
+        if (filippi_probabilities(&f, views[1].buf) < 0) {
+            PyBuffer_Release(&normals);
+            goto done;
+        }
+        filippi_moments(&f, views[1].buf, target);
+        double value;
+        memcpy(evaluated_at, x, sizeof(double) * (size_t)d);
+        if (filippi_evaluate(&f, x, &value, gradient) < 0) {
+            PyBuffer_Release(&normals);
+            goto done;
+        }
+        for (Py_ssize_t i = 0; i < d; i++) normal[i] = -2.0 * x[i];
+        slack[0] = squared_bound - numpy_dot(d, x, x);
+        for (;;) {
+            value_obj = PyFloat_FromDouble(value);
+            if (value_obj == NULL) break;
+            PyObject *step = PyObject_CallFunctionObjArgs(slsqp, state, value_obj, grad_obj, normals_obj,
+                                                          slack_obj, x_obj, mult, lower, upper, buffer,
+                                                          indices, NULL);
+            Py_CLEAR(value_obj);
+            if (step == NULL) break;
+            Py_DECREF(step);
+            long mode = state_mode(state);
+            if (mode == LONG_MIN || (mode == -1 && PyErr_Occurred())) break;
+            if (mode == 1 || mode == -1) {
+                int moved = 0;
+                for (Py_ssize_t i = 0; i < d; i++)
+                    if (!(x[i] == evaluated_at[i])) moved = 1;
+                if (moved) {
+                    memcpy(evaluated_at, x, sizeof(double) * (size_t)d);
+                    if (filippi_evaluate(&f, x, &value, gradient) < 0) break;
+                }
+            }
+            if (mode == 1) {
+                slack[0] = squared_bound - numpy_dot(d, x, x);
+            } else if (mode == -1) {
+                for (Py_ssize_t i = 0; i < d; i++) normal[i] = -2.0 * x[i];
+            } else {
+                Py_INCREF(x_obj);
+                result = x_obj;
+                break;
+            }
+        }
+        PyBuffer_Release(&normals);
+    }
+done:
+    for (int i = 0; i < held; i++) PyBuffer_Release(&views[i]);
+    free(scratch);
+    free(evaluated_at);
+    return result;
+}
+
 static PyMethodDef module_methods[] = {
     {"screen_contexts", screen_contexts, METH_VARARGS,
      "screen_contexts(raw, theta, low, high, codes) -> rows coded 1: codes[i] = 1 if "
      "max_k raw_i·theta_k / |raw_i| >= high, 0 if <= low, 2 otherwise"},
+    {"load_blas", load_blas, METH_VARARGS,
+     "load_blas(path, gemv, gemm, dot) -> bool: numpy's BLAS routines for filippi_slsqp"},
+    {"filippi_slsqp", filippi_slsqp, METH_VARARGS,
+     "filippi_slsqp(slsqp, tanh, X, mle, design_inv, reg, squared_bound, state, x, gradient, normals, "
+     "slack, mult, lower, upper, buffer, indices, z) -> x: Filippi's projection (_slsqp_loop) in C"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -234,8 +234,10 @@ class LogisticEstimator:
         radial = mle * (bound / norm)
         if self.config.projection == "euclidean":
             return radial
+        # the numpy kernel, the reference, runs the numpy objective too
         return filippi_projection(self.features[server, :self.counts[server]], mle,
-                                  self.design_inv[server], self.config.reg, bound, radial)
+                                  self.design_inv[server], self.config.reg, bound, radial,
+                                  compiled=self.core is not None)
 
     def width_column(self, server: int, contexts: np.ndarray) -> np.ndarray:
         """‖x‖_{V_k⁻¹} for every row x of ``contexts``."""
@@ -298,25 +300,37 @@ def _symmetric_inverse(matrix):
     return 0.5 * (inverse + inverse.T)
 
 
-def filippi_projection(X, mle, design_inv, reg, bound, start):
+def filippi_projection(X, mle, design_inv, reg, bound, start, compiled=True):
     """argmin over ‖θ‖ ≤ S of ‖g(θ) − g(θ̂)‖ in the V⁻¹ norm, g(θ) = Σ μ(x_iᵀθ)x_i + λ₀θ.
 
     The regularised score equation makes g(θ̂) = Σ y_i x_i, so the projected
     estimate matches the data's moments as well as the ball allows.
+
+    ``compiled``: solve with the compiled loop (cqb.sim._kernel.filippi_slsqp)
+    where it applies (compiled_projection); the numpy objective below is its
+    reference, and the two give the same iterate to the bit.
     """
-    target = X.T @ logistic(X @ mle) + reg * mle
-    ridge = reg * np.eye(X.shape[1])
+    solver = compiled_projection(X) if compiled else None
+    if solver is not None:
+        theta = solver(X, mle, design_inv, reg, bound, start)
+    else:
+        target = X.T @ logistic(X @ mle) + reg * mle
+        ridge = reg * np.eye(X.shape[1])
 
-    def objective(theta):
-        prob = logistic(X @ theta)
-        residual = X.T @ prob + reg * theta - target
-        weighted = design_inv @ residual
-        jacobian = (X.T * (prob * (1 - prob))) @ X + ridge
-        return float(residual @ weighted), 2.0 * jacobian @ weighted
+        def objective(theta):
+            prob = logistic(X @ theta)
+            residual = X.T @ prob + reg * theta - target
+            weighted = design_inv @ residual
+            jacobian = (X.T * (prob * (1 - prob))) @ X + ridge
+            return float(residual @ weighted), 2.0 * jacobian @ weighted
 
-    theta = slsqp_in_ball(objective, start, bound, SLSQP_MAX_ITER, SLSQP_FTOL)
-    norm = np.linalg.norm(theta)
+        theta = slsqp_in_ball(objective, start, bound, SLSQP_MAX_ITER, SLSQP_FTOL)
+    return _onto_ball(theta, bound)
+
+
+def _onto_ball(theta, bound):
     # SLSQP may overshoot the constraint by rounding; pull back onto the ball.
+    norm = np.linalg.norm(theta)
     return theta * (bound / norm) if norm > bound else theta
 
 
@@ -359,18 +373,7 @@ def _slsqp_loop(objective, start, bound, max_iter, ftol):
     from scipy.optimize._slsqplib import slsqp
 
     x = np.array(start, dtype=np.float64).reshape(-1)
-    n, m = x.shape[0], 1
-    state = {"acc": ftol, "alpha": 0.0, "f0": 0.0, "gs": 0.0, "h1": 0.0, "h2": 0.0, "h3": 0.0,
-             "h4": 0.0, "t": 0.0, "t0": 0.0, "tol": 10.0 * ftol, "exact": 0, "inconsistent": 0,
-             "reset": 0, "iter": 0, "itermax": int(max_iter), "line": 0, "m": m, "meq": 0,
-             "mode": 0, "n": n}
-    indices = np.zeros(m + 2 * n + 2, dtype=np.int32)
-    buffer = np.zeros(n * (n + 1) // 2 + 3 * m * n + 9 * m + 8 * n * n + 35 * n + 28, dtype=np.float64)
-    mult = np.zeros(m + 2 * n + 2, dtype=np.float64)
-    lower = np.full(n, np.nan)
-    upper = np.full(n, np.nan)
-    normals = np.zeros((m, n), dtype=np.float64, order="F")
-    slack = np.zeros(m, dtype=np.float64)
+    state, mult, lower, upper, normals, slack, buffer, indices = _slsqp_workspace(x.shape[0], max_iter, ftol)
     squared_bound = bound ** 2
     evaluated_at = x.copy()
     value, gradient = objective(x.copy())
@@ -391,3 +394,85 @@ def _slsqp_loop(objective, start, bound, max_iter, ftol):
             normals[0] = -2.0 * x
         else:
             return x
+
+
+def _slsqp_workspace(n, max_iter, ftol):
+    """The state and work arrays of SciPy 1.17's _minimize_slsqp for n variables
+    and one inequality constraint, as it sets them up."""
+    m = 1
+    state = {"acc": ftol, "alpha": 0.0, "f0": 0.0, "gs": 0.0, "h1": 0.0, "h2": 0.0, "h3": 0.0,
+             "h4": 0.0, "t": 0.0, "t0": 0.0, "tol": 10.0 * ftol, "exact": 0, "inconsistent": 0,
+             "reset": 0, "iter": 0, "itermax": int(max_iter), "line": 0, "m": m, "meq": 0,
+             "mode": 0, "n": n}
+    indices = np.zeros(m + 2 * n + 2, dtype=np.int32)
+    buffer = np.zeros(n * (n + 1) // 2 + 3 * m * n + 9 * m + 8 * n * n + 35 * n + 28, dtype=np.float64)
+    mult = np.zeros(m + 2 * n + 2, dtype=np.float64)
+    lower = np.full(n, np.nan)
+    upper = np.full(n, np.nan)
+    normals = np.zeros((m, n), dtype=np.float64, order="F")
+    slack = np.zeros(m, dtype=np.float64)
+    return state, mult, lower, upper, normals, slack, buffer, indices
+
+
+def compiled_projection(X):
+    """The compiled Filippi projection for the samples X, or None where the
+    Python loop runs: another SciPy than LEAN_SLSQP_SCIPY, fewer than 2 samples
+    or dimensions (numpy's matmul takes other routes there), no compiled
+    kernel, or a numpy whose BLAS the kernel cannot call (not the ILP64
+    scipy-openblas of numpy's wheels, or one that failed the check in
+    _load_compiled_projection)."""
+    if X.shape[0] < 2 or X.shape[1] < 2 or not X.flags.c_contiguous:
+        return None
+    global _COMPILED_PROJECTION
+    if _COMPILED_PROJECTION is None:
+        _COMPILED_PROJECTION = _load_compiled_projection() or False
+    return _COMPILED_PROJECTION or None
+
+
+_COMPILED_PROJECTION = None
+# numpy's wheels bundle OpenBLAS as scipy-openblas64: these symbols, 64-bit integers
+NUMPY_BLAS_SYMBOLS = ("scipy_cblas_dgemv64_", "scipy_cblas_dgemm64_", "scipy_cblas_ddot64_")
+
+
+def _load_compiled_projection():
+    import glob
+    import os
+
+    import scipy
+
+    if not scipy.__version__.startswith(LEAN_SLSQP_SCIPY):
+        return None
+    try:
+        kernel = compiled_kernel()
+    except ImportError:
+        return None
+    libraries = sorted(glob.glob(os.path.join(os.path.dirname(os.path.dirname(np.__file__)),
+                                              "numpy.libs", "libscipy_openblas64_*.so*")))
+    if not any(kernel.load_blas(path, *NUMPY_BLAS_SYMBOLS) for path in libraries):
+        return None
+    from scipy.optimize._slsqplib import slsqp
+
+    def solve(X, mle, design_inv, reg, bound, start):
+        x = np.array(start, dtype=np.float64).reshape(-1)
+        state, mult, lower, upper, normals, slack, buffer, indices = _slsqp_workspace(
+            x.shape[0], SLSQP_MAX_ITER, SLSQP_FTOL)
+        gradient = np.empty_like(x)
+        work = np.empty(X.shape[0])
+        return kernel.filippi_slsqp(slsqp, np.tanh, X, np.ascontiguousarray(mle, dtype=np.float64),
+                                    np.ascontiguousarray(design_inv, dtype=np.float64), float(reg),
+                                    float(bound ** 2), state, x, gradient, normals, slack, mult, lower,
+                                    upper, buffer, indices, work)
+
+    # The BLAS numpy loaded, its own tanh, SciPy's routine: the same iterate as
+    # the numpy objective, checked once per process on a projection that moves.
+    check = np.random.default_rng(20261201)
+    X = check.standard_normal((12, 4))
+    mle = 3.0 * check.standard_normal(4)
+    design_inv = np.linalg.inv(X.T @ X + np.eye(4))
+    bound = 0.5 * float(np.linalg.norm(mle))
+    start = mle * (bound / np.linalg.norm(mle))
+    expected = filippi_projection(X, mle, design_inv, 1.0, bound, start, compiled=False)
+    if not np.array_equal(_onto_ball(solve(X, mle, design_inv, 1.0, bound, start), bound), expected):
+        return None
+    return solve
+
