@@ -552,12 +552,10 @@ static PyObject *core_refresh(Core *self, PyObject *obj) {
 
 /* Refresh, then the (position, server) of the largest UCB index: row-major first
  * maximum (earliest job, then lowest server), a NaN winning as in numpy's argmax. */
-static PyObject *core_choose(Core *self, PyObject *obj) {
-    Py_buffer q;
-    if (parse_queue(obj, &q) < 0) return NULL;
-    const int64_t *queue = (const int64_t *)q.buf;
-    Py_ssize_t length = q.len / 8, K = self->n_servers;
-    if (refresh(self, queue, length) < 0) { PyBuffer_Release(&q); return NULL; }
+static int optimistic_choice(Core *self, const int64_t *queue, Py_ssize_t length, Py_ssize_t *position,
+                             Py_ssize_t *server) {
+    const Py_ssize_t K = self->n_servers;
+    if (refresh(self, queue, length) < 0) return -1;
     Py_ssize_t best_position = 0, best_server = 0;
     double best = self->ucb[queue[0] * K];
     if (!isnan(best)) {
@@ -571,8 +569,19 @@ static PyObject *core_choose(Core *self, PyObject *obj) {
         }
     }
 done:
+    *position = best_position;
+    *server = best_server;
+    return 0;
+}
+
+static PyObject *core_choose(Core *self, PyObject *obj) {
+    Py_buffer q;
+    if (parse_queue(obj, &q) < 0) return NULL;
+    Py_ssize_t position, server;
+    int status = optimistic_choice(self, (const int64_t *)q.buf, q.len / 8, &position, &server);
     PyBuffer_Release(&q);
-    return Py_BuildValue("nn", best_position, best_server);
+    if (status < 0) return NULL;
+    return Py_BuildValue("nn", position, server);
 }
 
 /* update() for the queued job ``job`` (its context row), marking server k's column stale. */
@@ -591,6 +600,248 @@ static PyObject *core_update_job(Core *self, PyObject *args) {
     return PyLong_FromLong(flags);
 }
 
+
+/* ------------------------------------------------------------------ the round loop
+ *
+ * play(arrivals, service, true_means, best_mean, finish, rng, explore, tau,
+ *      explore_prob, explore_until, round_robin, phase1_visits,
+ *      queue_length, gap, explored, departures) -> phase1_visits
+ *
+ * cqb.sim.simulate.run_policy for CQB-Opt (explore = PLAY_OPTIMISTIC), the
+ * forced-exploration policies (PLAY_EXPLORE: ExplorationUCBPolicy, CQB-ε,
+ * CQB-ε-Opt, CQB-η-2) and CQB-TS's score mode (PLAY_THOMPSON) on this Core,
+ * round for round: the same queue, the same choices, the same calls of the
+ * policy's generator (rng.integers(K), rng.random(), rng.standard_normal,
+ * through Python, so the stream is numpy's), the same estimator updates; what update()
+ * leaves to Python (a refit's count, the projection) goes to finish(server,
+ * flags). The four output arrays are the PolicyRun's. tests/test_sim_kernel.py
+ * compares both loops on every round. */
+
+enum { PLAY_OPTIMISTIC = 0, PLAY_EXPLORE = 1, PLAY_THOMPSON = 2 };
+
+typedef struct {
+    double *key;  /* best true mean of the queued job */
+    int64_t *id;
+    Py_ssize_t size;
+} MaxHeap;
+
+static void heap_push(MaxHeap *h, double key, int64_t id) {
+    Py_ssize_t i = h->size++;
+    while (i > 0) {
+        Py_ssize_t parent = (i - 1) / 2;
+        if (!(h->key[parent] < key)) break;
+        h->key[i] = h->key[parent];
+        h->id[i] = h->id[parent];
+        i = parent;
+    }
+    h->key[i] = key;
+    h->id[i] = id;
+}
+
+static void heap_pop(MaxHeap *h) {
+    double key = h->key[--h->size];
+    int64_t id = h->id[h->size];
+    Py_ssize_t i = 0;
+    for (;;) {
+        Py_ssize_t child = 2 * i + 1;
+        if (child >= h->size) break;
+        if (child + 1 < h->size && h->key[child + 1] > h->key[child]) child++;
+        if (!(h->key[child] > key)) break;
+        h->key[i] = h->key[child];
+        h->id[i] = h->id[child];
+        i = child;
+    }
+    h->key[i] = key;
+    h->id[i] = id;
+}
+
+static int call_integers(PyObject *rng, Py_ssize_t n, Py_ssize_t *out) {
+    PyObject *value = PyObject_CallMethod(rng, "integers", "n", n);
+    if (value == NULL) return -1;
+    *out = PyNumber_AsSsize_t(value, PyExc_OverflowError);
+    Py_DECREF(value);
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+static int call_random(PyObject *rng, double *out) {
+    PyObject *value = PyObject_CallMethod(rng, "random", NULL);
+    if (value == NULL) return -1;
+    *out = PyFloat_AsDouble(value);
+    Py_DECREF(value);
+    return (*out == -1.0 && PyErr_Occurred()) ? -1 : 0;
+}
+
+/* CQB-TS with ts_mode "score": a standard normal per queued (job, server) from
+ * rng.standard_normal((length, K)), the score mean + bonus · noise, and the
+ * row-major first maximum, a NaN winning (ThompsonPolicy.choose's argmax). */
+static int thompson_choice(Core *self, PyObject *rng, const int64_t *queue, Py_ssize_t length,
+                           Py_ssize_t *position, Py_ssize_t *server) {
+    const Py_ssize_t K = self->n_servers;
+    if (refresh(self, queue, length) < 0) return -1;
+    PyObject *noise_obj = PyObject_CallMethod(rng, "standard_normal", "((nn))", length, K);
+    if (noise_obj == NULL) return -1;
+    Py_buffer noise;
+    if (PyObject_GetBuffer(noise_obj, &noise, PyBUF_C_CONTIGUOUS) < 0) {
+        Py_DECREF(noise_obj);
+        return -1;
+    }
+    if (noise.itemsize != 8 || noise.len != length * K * 8) {
+        PyBuffer_Release(&noise);
+        Py_DECREF(noise_obj);
+        PyErr_SetString(PyExc_TypeError, "cqb.sim._kernel.play: standard_normal gave no (length, K) float64 array");
+        return -1;
+    }
+    const double *z = noise.buf;
+    Py_ssize_t best_position = 0, best_server = 0;
+    double best = 0.0;
+    for (Py_ssize_t i = 0; i < length; i++) {
+        const double *mean = self->means + queue[i] * K, *bonus = self->bonuses + queue[i] * K;
+        for (Py_ssize_t k = 0; k < K; k++) {
+            const double score = mean[k] + bonus[k] * z[i * K + k];
+            if (isnan(score)) { best_position = i; best_server = k; goto done; }
+            if ((i == 0 && k == 0) || score > best) { best = score; best_position = i; best_server = k; }
+        }
+    }
+done:
+    PyBuffer_Release(&noise);
+    Py_DECREF(noise_obj);
+    *position = best_position;
+    *server = best_server;
+    return 0;
+}
+
+static PyObject *core_play(Core *self, PyObject *args) {
+    PyObject *arrivals_obj, *service_obj, *means_obj, *best_obj, *finish, *rng, *length_obj, *gap_obj,
+        *explored_obj, *departures_obj;
+    int explore, round_robin;
+    double tau, explore_prob, explore_until;
+    Py_ssize_t visits;
+    if (!PyArg_ParseTuple(args, "OOOOOOidddpnOOOO", &arrivals_obj, &service_obj, &means_obj, &best_obj, &finish,
+                          &rng, &explore, &tau, &explore_prob, &explore_until, &round_robin, &visits,
+                          &length_obj, &gap_obj, &explored_obj, &departures_obj))
+        return NULL;
+    if (!self->has_scorer) {
+        PyErr_SetString(PyExc_RuntimeError, "cqb.sim._kernel: no scorer attached");
+        return NULL;
+    }
+    Py_buffer views[8];
+    PyObject *objects[8] = {arrivals_obj, service_obj, means_obj, best_obj, length_obj, gap_obj, explored_obj,
+                            departures_obj};
+    const Py_ssize_t itemsizes[8] = {1, 8, 8, 8, 8, 8, 1, 1};
+    int held = 0;
+    PyObject *result = NULL;
+    int64_t *queue = NULL;
+    unsigned char *departed = NULL;
+    MaxHeap heap = {NULL, NULL, 0};
+    for (; held < 8; held++) {
+        int flags = PyBUF_C_CONTIGUOUS | (held >= 4 ? PyBUF_WRITABLE : 0);
+        if (PyObject_GetBuffer(objects[held], &views[held], flags) < 0) goto done;
+        if (views[held].itemsize != itemsizes[held]) {
+            PyBuffer_Release(&views[held]);
+            PyErr_SetString(PyExc_TypeError, "cqb.sim._kernel.play: arrivals bool, service float64, true_means "
+                            "float64 (N, K), best_mean float64, outputs int64/float64/bool/bool");
+            goto done;
+        }
+    }
+    {
+        const Py_ssize_t horizon = views[0].len, K = self->n_servers, d = self->dim;
+        const Py_ssize_t n_jobs = views[3].len / 8;
+        if (views[1].len != horizon * 8 || views[2].len != n_jobs * K * 8 || views[4].len != horizon * 8
+            || views[5].len != horizon * 8 || views[6].len != horizon || views[7].len != horizon
+            || n_jobs > self->n_contexts) {
+            PyErr_SetString(PyExc_ValueError, "cqb.sim._kernel.play: arrays of inconsistent lengths");
+            goto done;
+        }
+        const unsigned char *arrivals = views[0].buf;
+        const double *service = views[1].buf, *true_means = views[2].buf, *best_mean = views[3].buf;
+        int64_t *queue_length = views[4].buf;
+        double *gap = views[5].buf;
+        unsigned char *explored = views[6].buf, *departures = views[7].buf;
+        queue = malloc(sizeof(int64_t) * (size_t)(horizon + 1));
+        departed = calloc((size_t)n_jobs + 1, 1);
+        heap.key = malloc(sizeof(double) * (size_t)(n_jobs + 1));
+        heap.id = malloc(sizeof(int64_t) * (size_t)(n_jobs + 1));
+        if (!queue || !departed || !heap.key || !heap.id) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        Py_ssize_t length = 0;
+        int64_t next_id = 0;
+        for (Py_ssize_t t = 1; t <= horizon; t++) {
+            queue_length[t - 1] = length; /* gap (NaN), explored and departures come filled for no decision */
+            if (length) {
+                const int new_arrival = t >= 2 && arrivals[t - 2];
+                Py_ssize_t position = -1, server = 0;
+                if (explore == PLAY_EXPLORE && new_arrival && (double)t <= explore_until) {
+                    if ((double)t <= tau) {
+                        if (round_robin) {
+                            server = visits % K;
+                            visits++;
+                        } else if (call_integers(rng, K, &server) < 0) {
+                            goto done;
+                        }
+                        position = length - 1;
+                    } else {
+                        double draw;
+                        if (call_random(rng, &draw) < 0) goto done;
+                        if (draw < explore_prob) {
+                            if (call_integers(rng, K, &server) < 0) goto done;
+                            position = length - 1;
+                        }
+                    }
+                }
+                if (position >= 0) {
+                    explored[t - 1] = 1;
+                } else if (explore == PLAY_THOMPSON) {
+                    if (thompson_choice(self, rng, queue, length, &position, &server) < 0) goto done;
+                } else if (optimistic_choice(self, queue, length, &position, &server) < 0) {
+                    goto done;
+                }
+                if (server < 0 || server >= K) {
+                    PyErr_Format(PyExc_IndexError, "cqb.sim._kernel.play: server %zd out of range", server);
+                    goto done;
+                }
+                const int64_t job = queue[position];
+                const double chosen_mean = true_means[job * K + server];
+                while (departed[heap.id[0]]) heap_pop(&heap);
+                gap[t - 1] = heap.key[0] - chosen_mean;
+                const int success = service[t - 1] <= chosen_mean;
+                int flags = update(self, server, self->contexts + job * d, success ? 1.0 : 0.0);
+                if (flags < 0) goto done;
+                self->stale[server] = 1;
+                if (flags) {
+                    PyObject *done_call = PyObject_CallFunction(finish, "ni", server, flags);
+                    if (done_call == NULL) goto done;
+                    Py_DECREF(done_call);
+                }
+                if (success) {
+                    departures[t - 1] = 1;
+                    departed[job] = 1;
+                    memmove(queue + position, queue + position + 1, sizeof(int64_t) * (size_t)(length - 1 - position));
+                    length--;
+                }
+            }
+            if (arrivals[t - 1]) {
+                if (next_id >= n_jobs) {
+                    PyErr_SetString(PyExc_ValueError, "cqb.sim._kernel.play: more arrivals than contexts");
+                    goto done;
+                }
+                queue[length++] = next_id;
+                heap_push(&heap, best_mean[next_id], next_id);
+                next_id++;
+            }
+        }
+        result = PyLong_FromSsize_t(visits);
+    }
+done:
+    for (int i = 0; i < held; i++) PyBuffer_Release(&views[i]);
+    free(queue);
+    free(departed);
+    free(heap.key);
+    free(heap.id);
+    return result;
+}
+
 static PyObject *core_get_scored_until(Core *self, void *Py_UNUSED(closure)) {
     return PyLong_FromSsize_t(self->scored_until);
 }
@@ -603,6 +854,9 @@ static PyMethodDef core_methods[] = {
      "attach_scorer(contexts, means, bonuses, ucb, stale, bonus_scale)"},
     {"refresh", (PyCFunction)core_refresh, METH_O, "refresh(queue): the cached scores of the queued jobs"},
     {"choose", (PyCFunction)core_choose, METH_O, "choose(queue) -> (position, server) of the largest index"},
+    {"play", (PyCFunction)core_play, METH_VARARGS,
+     "play(arrivals, service, true_means, best_mean, finish, rng, explore, tau, explore_prob, explore_until, "
+     "round_robin, phase1_visits, queue_length, gap, explored, departures) -> phase1_visits: the round loop"},
     {"update_job", (PyCFunction)core_update_job, METH_VARARGS,
      "update_job(job, server, outcome) -> flags: update() with the job's context"},
     {NULL, NULL, 0, NULL},

@@ -40,6 +40,13 @@ def run_policy(policy, trace: Trace, record: dict | None = None) -> PolicyRun:
     round with a decision, "rounds" (t), "new_arrival" (the flag the policy
     saw), "jobs" (the served arrival id) and "service" (the uniform U₂(t) used).
     """
+    # The compiled kernel's copy of this loop, where the policy has one (a
+    # record needs the loop below, which is also the compiled one's reference).
+    compiled = getattr(policy, "compiled_play", None)
+    if compiled is not None and record is None:
+        outputs = compiled(trace)
+        if outputs is not None:
+            return PolicyRun(*outputs)
     horizon = trace.arrivals.shape[0]
     queue = np.empty(horizon + 1, dtype=np.int64)  # arrival ids, oldest first
     length = 0

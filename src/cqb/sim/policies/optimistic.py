@@ -129,6 +129,15 @@ class ExplorationUCBPolicy:
     def observe(self, t, job, server, success):
         self.scorer.update(job, server, success)
 
+    def compiled_play(self, trace):
+        """The whole round loop in the compiled kernel, or None without it."""
+        if self.scorer.core is None:
+            return None
+        outputs, self.phase1_visits = compiled_play(
+            self.scorer, trace, self.rng, PLAY_EXPLORE, self.tau, self.explore_prob, self.explore_until,
+            self.round_robin, self.phase1_visits)
+        return outputs
+
 
 class OptimisticPolicy:
     """CQB-Opt: the UCB pair in every round."""
@@ -142,6 +151,39 @@ class OptimisticPolicy:
 
     def observe(self, t, job, server, success):
         self.scorer.update(job, server, success)
+
+    def compiled_play(self, trace):
+        """The whole round loop in the compiled kernel, or None without it."""
+        if self.scorer.core is None:
+            return None
+        return compiled_play(self.scorer, trace)[0]
+
+
+# Core.play's modes: the optimistic choice; plus ExplorationUCBPolicy's forced
+# exploration; ThompsonPolicy's sampled scores
+PLAY_OPTIMISTIC, PLAY_EXPLORE, PLAY_THOMPSON = 0, 1, 2
+
+
+def compiled_play(scorer, trace, rng=None, mode=PLAY_OPTIMISTIC, tau=0, explore_prob=0.0, explore_until=0,
+                  round_robin=False, phase1_visits=0):
+    """cqb.sim.simulate.run_policy's loop for a policy of mode ``mode``, run by
+    the kernel (Core.play) on the scorer's Core: (queue length, gap,
+    explored, departures) of every round, and the final phase-1 visit count.
+    The same rounds, generator calls and estimator updates as the Python
+    loop, which stays the reference (tests/test_sim_kernel.py)."""
+    horizon = trace.arrivals.shape[0]
+    queue_length = np.zeros(horizon, dtype=np.int64)
+    gap = np.full(horizon, np.nan)
+    explored = np.zeros(horizon, dtype=bool)
+    departures = np.zeros(horizon, dtype=bool)
+    true_means = np.ascontiguousarray(trace.true_means, dtype=np.float64)
+    best_mean = np.ascontiguousarray(true_means.max(axis=1))
+    visits = scorer.core.play(np.ascontiguousarray(trace.arrivals, dtype=bool),
+                              np.ascontiguousarray(trace.service_uniforms, dtype=np.float64), true_means,
+                              best_mean, scorer.estimator.finish_compiled_update, rng, int(mode), float(tau),
+                              float(explore_prob), float(explore_until), bool(round_robin), int(phase1_visits),
+                              queue_length, gap, explored, departures)
+    return (queue_length, gap, explored, departures), visits
 
 
 class ThompsonPolicy:
@@ -171,6 +213,12 @@ class ThompsonPolicy:
 
     def observe(self, t, job, server, success):
         self.scorer.update(job, server, success)
+
+    def compiled_play(self, trace):
+        """The whole round loop in the compiled kernel (the score mode), or None."""
+        if self.scorer.core is None or self.mode != "score":
+            return None
+        return compiled_play(self.scorer, trace, self.rng, PLAY_THOMPSON)[0]
 
 
 @register_policy("cqb_eps", "CQB-ε", EpsilonParams)
