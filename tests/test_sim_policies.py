@@ -345,7 +345,8 @@ def test_filippi_projection_gives_slsqp_the_objectives_own_gradient(monkeypatch)
 
     monkeypatch.setattr(estimation, "slsqp_in_ball", recording_solver)
     X, mle, design_inv, reg, bound = _projection_problem(0)
-    filippi_projection(X, mle, design_inv, reg, bound, mle * bound / np.linalg.norm(mle))
+    # the numpy objective (the compiled loop's is the same to the bit: test_sim_estimation.py)
+    filippi_projection(X, mle, design_inv, reg, bound, mle * bound / np.linalg.norm(mle), compiled=False)
     (objective,) = calls
     for theta in (mle * 0.3, mle * bound / np.linalg.norm(mle), np.zeros_like(mle) + 0.1):
         value, gradient = objective(theta)
