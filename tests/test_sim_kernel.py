@@ -345,3 +345,29 @@ def test_the_python_loop_runs_where_the_kernel_has_no_loop():
     assert compiled_kernel.compiled_play(trace) is not None
     trace, (_, parameter_mode) = build(("cqb_ts", {"ts_mode": "parameter"}, SYNTHETIC, 50, 1))
     assert parameter_mode.compiled_play(trace) is None
+
+
+@pytest.mark.parametrize("name, params, spec, seed", [
+    ("q_ucb", {}, SYNTHETIC, 1), ("q_ucb", {"explore_constant": 0.1}, "sparse", 2),
+    ("q_ths", {}, SYNTHETIC, 3), ("q_ths", {"explore_constant": 1.0}, "sparse", 4),
+])
+def test_the_compiled_queue_bandit_loop_is_run_policys_round_for_round(name, params, spec, seed):
+    """play_queue_bandit against run_policy's Python loop (Q-UCB, Q-ThS): every
+    round's outputs, the success and trial counts and the generator state at
+    the end, bit for bit; both the exploration and the index branch ran."""
+    from cqb.sim.simulate import run_policy
+
+    instance = sparse_pool(seed) if spec == "sparse" else instance_from_spec(spec, stream(seed, "instance"))
+    trace = draw_trace(instance, 600, seed)
+    env = policy_env(instance, 600)
+    looped, reference = (make_policy(name, env, trace.contexts, stream(seed, "policy"), params, trace.true_means)[0]
+                         for _ in range(2))
+    compiled_run = run_policy(looped, trace)
+    python_run = run_policy(reference, trace, record={})
+    for field in ("queue", "gap", "explored", "departures"):
+        np.testing.assert_array_equal(getattr(compiled_run, field), getattr(python_run, field), err_msg=field)
+    np.testing.assert_array_equal(looped.successes, reference.successes)
+    np.testing.assert_array_equal(looped.trials, reference.trials)
+    assert looped.rng.bit_generator.state == reference.rng.bit_generator.state
+    decisions = int(np.isfinite(python_run.gap).sum())
+    assert 10 < int(python_run.explored.sum()) < decisions - 10

@@ -710,135 +710,307 @@ done:
     return 0;
 }
 
-static PyObject *core_play(Core *self, PyObject *args) {
-    PyObject *arrivals_obj, *service_obj, *means_obj, *best_obj, *finish, *rng, *length_obj, *gap_obj,
-        *explored_obj, *departures_obj;
-    int explore, round_robin;
+/* What run_rounds asks of a policy: its choice in a round with a queue, and
+ * what it learns from the outcome. Each policy's struct starts with one. */
+typedef struct Chooser {
+    int (*choose)(struct Chooser *self, Py_ssize_t t, const int64_t *queue, Py_ssize_t length, int new_arrival,
+                  Py_ssize_t *position, Py_ssize_t *server, int *explored);
+    int (*observe)(struct Chooser *self, int64_t job, Py_ssize_t server, int success);
+} Chooser;
+
+enum { TRACE_VIEWS = 8 };
+
+/* The buffers of (arrivals, service, true_means, best_mean, queue_length, gap,
+ * explored, departures), checked; the number held, or -1 (all released). */
+static int open_round_views(PyObject *const *objects, Py_buffer *views, Py_ssize_t K, Py_ssize_t max_jobs) {
+    static const Py_ssize_t itemsizes[TRACE_VIEWS] = {1, 8, 8, 8, 8, 8, 1, 1};
+    int held = 0;
+    for (; held < TRACE_VIEWS; held++) {
+        int flags = PyBUF_C_CONTIGUOUS | (held >= 4 ? PyBUF_WRITABLE : 0);
+        if (PyObject_GetBuffer(objects[held], &views[held], flags) < 0) goto fail;
+        if (views[held].itemsize != itemsizes[held]) {
+            PyBuffer_Release(&views[held]);
+            PyErr_SetString(PyExc_TypeError, "cqb.sim._kernel: the round loop takes arrivals bool, service float64, "
+                            "true_means float64 (N, K), best_mean float64, outputs int64/float64/bool/bool");
+            goto fail;
+        }
+    }
+    const Py_ssize_t horizon = views[0].len, n_jobs = views[3].len / 8;
+    if (views[1].len != horizon * 8 || views[2].len != n_jobs * K * 8 || views[4].len != horizon * 8
+        || views[5].len != horizon * 8 || views[6].len != horizon || views[7].len != horizon || n_jobs > max_jobs) {
+        PyErr_SetString(PyExc_ValueError, "cqb.sim._kernel: round loop arrays of inconsistent lengths");
+        goto fail;
+    }
+    return held;
+fail:
+    for (int i = 0; i < held; i++) PyBuffer_Release(&views[i]);
+    return -1;
+}
+
+/* run_policy's loop over the views of open_round_views: Q(t) before the
+ * decision, the policy's pair, the gap to the best waiting job (a max-heap of
+ * the queued jobs' best true means, departed ones dropped when on top), the
+ * service coin, then the arrival. gap (NaN), explored and departures come
+ * filled for rounds without a decision. 0, or -1 with an exception. */
+static int run_rounds(Py_buffer *views, Py_ssize_t K, Chooser *policy) {
+    const Py_ssize_t horizon = views[0].len, n_jobs = views[3].len / 8;
+    const unsigned char *arrivals = views[0].buf;
+    const double *service = views[1].buf, *true_means = views[2].buf, *best_mean = views[3].buf;
+    int64_t *queue_length = views[4].buf;
+    double *gap = views[5].buf;
+    unsigned char *explored = views[6].buf, *departures = views[7].buf;
+    int status = -1;
+    int64_t *queue = malloc(sizeof(int64_t) * (size_t)(horizon + 1));
+    unsigned char *departed = calloc((size_t)n_jobs + 1, 1);
+    MaxHeap heap = {malloc(sizeof(double) * (size_t)(n_jobs + 1)), malloc(sizeof(int64_t) * (size_t)(n_jobs + 1)), 0};
+    if (!queue || !departed || !heap.key || !heap.id) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t length = 0;
+    int64_t next_id = 0;
+    for (Py_ssize_t t = 1; t <= horizon; t++) {
+        queue_length[t - 1] = length;
+        if (length) {
+            Py_ssize_t position = 0, server = 0;
+            int was_explored = 0;
+            if (policy->choose(policy, t, queue, length, t >= 2 && arrivals[t - 2], &position, &server,
+                               &was_explored) < 0)
+                goto done;
+            if (server < 0 || server >= K || position < 0 || position >= length) {
+                PyErr_Format(PyExc_IndexError, "cqb.sim._kernel: the policy chose (%zd, %zd) out of range",
+                             position, server);
+                goto done;
+            }
+            explored[t - 1] = (unsigned char)was_explored;
+            const int64_t job = queue[position];
+            const double chosen_mean = true_means[job * K + server];
+            while (departed[heap.id[0]]) heap_pop(&heap);
+            gap[t - 1] = heap.key[0] - chosen_mean;
+            const int success = service[t - 1] <= chosen_mean;
+            if (policy->observe(policy, job, server, success) < 0) goto done;
+            if (success) {
+                departures[t - 1] = 1;
+                departed[job] = 1;
+                memmove(queue + position, queue + position + 1, sizeof(int64_t) * (size_t)(length - 1 - position));
+                length--;
+            }
+        }
+        if (arrivals[t - 1]) {
+            if (next_id >= n_jobs) {
+                PyErr_SetString(PyExc_ValueError, "cqb.sim._kernel: more arrivals than contexts");
+                goto done;
+            }
+            queue[length++] = next_id;
+            heap_push(&heap, best_mean[next_id], next_id);
+            next_id++;
+        }
+    }
+    status = 0;
+done:
+    free(queue);
+    free(departed);
+    free(heap.key);
+    free(heap.id);
+    return status;
+}
+
+/* The CQB policies on a Core (Core.play's modes) */
+typedef struct {
+    Chooser base;
+    Core *core;
+    PyObject *finish, *rng;
+    int mode, round_robin;
     double tau, explore_prob, explore_until;
     Py_ssize_t visits;
-    if (!PyArg_ParseTuple(args, "OOOOOOidddpnOOOO", &arrivals_obj, &service_obj, &means_obj, &best_obj, &finish,
-                          &rng, &explore, &tau, &explore_prob, &explore_until, &round_robin, &visits,
-                          &length_obj, &gap_obj, &explored_obj, &departures_obj))
+} CorePolicy;
+
+static int core_policy_choose(Chooser *base, Py_ssize_t t, const int64_t *queue, Py_ssize_t length,
+                              int new_arrival, Py_ssize_t *position, Py_ssize_t *server, int *explored) {
+    CorePolicy *self = (CorePolicy *)base;
+    const Py_ssize_t K = self->core->n_servers;
+    if (self->mode == PLAY_EXPLORE && new_arrival && (double)t <= self->explore_until) {
+        if ((double)t <= self->tau) {
+            if (self->round_robin) {
+                *server = self->visits % K;
+                self->visits++;
+            } else if (call_integers(self->rng, K, server) < 0) {
+                return -1;
+            }
+            *position = length - 1;
+            *explored = 1;
+            return 0;
+        }
+        double draw;
+        if (call_random(self->rng, &draw) < 0) return -1;
+        if (draw < self->explore_prob) {
+            if (call_integers(self->rng, K, server) < 0) return -1;
+            *position = length - 1;
+            *explored = 1;
+            return 0;
+        }
+    }
+    if (self->mode == PLAY_THOMPSON) return thompson_choice(self->core, self->rng, queue, length, position, server);
+    return optimistic_choice(self->core, queue, length, position, server);
+}
+
+static int core_policy_observe(Chooser *base, int64_t job, Py_ssize_t server, int success) {
+    CorePolicy *self = (CorePolicy *)base;
+    Core *core = self->core;
+    int flags = update(core, server, core->contexts + job * core->dim, success ? 1.0 : 0.0);
+    if (flags < 0) return -1;
+    core->stale[server] = 1;
+    if (flags) {
+        PyObject *done = PyObject_CallFunction(self->finish, "ni", server, flags);
+        if (done == NULL) return -1;
+        Py_DECREF(done);
+    }
+    return 0;
+}
+
+static PyObject *core_play(Core *self, PyObject *args) {
+    PyObject *objects[TRACE_VIEWS];
+    CorePolicy policy = {{core_policy_choose, core_policy_observe}, self, NULL, NULL, 0, 0, 0.0, 0.0, 0.0, 0};
+    if (!PyArg_ParseTuple(args, "OOOOOOidddpnOOOO", &objects[0], &objects[1], &objects[2], &objects[3],
+                          &policy.finish, &policy.rng, &policy.mode, &policy.tau, &policy.explore_prob,
+                          &policy.explore_until, &policy.round_robin, &policy.visits, &objects[4], &objects[5],
+                          &objects[6], &objects[7]))
         return NULL;
     if (!self->has_scorer) {
         PyErr_SetString(PyExc_RuntimeError, "cqb.sim._kernel: no scorer attached");
         return NULL;
     }
-    Py_buffer views[8];
-    PyObject *objects[8] = {arrivals_obj, service_obj, means_obj, best_obj, length_obj, gap_obj, explored_obj,
-                            departures_obj};
-    const Py_ssize_t itemsizes[8] = {1, 8, 8, 8, 8, 8, 1, 1};
-    int held = 0;
+    Py_buffer views[TRACE_VIEWS];
+    int held = open_round_views(objects, views, self->n_servers, self->n_contexts);
+    if (held < 0) return NULL;
+    int status = run_rounds(views, self->n_servers, &policy.base);
+    for (int i = 0; i < held; i++) PyBuffer_Release(&views[i]);
+    return status < 0 ? NULL : PyLong_FromSsize_t(policy.visits);
+}
+
+/* Q-UCB and Q-ThS (cqb.sim.policies.baselines.QueueBanditPolicy): the oldest
+ * job, a uniform server with probability min(1, c·K·ln²t / t), else the
+ * server of the largest index, the same IEEE steps as its numpy lines. */
+typedef struct {
+    Chooser base;
+    PyObject *rng, *alpha_obj, *beta_obj;
+    int sampling;
+    double explore_constant;
+    Py_ssize_t K;
+    double *successes, *trials, *alpha, *beta;
+} QueueBandit;
+
+static int queue_bandit_choose(Chooser *base, Py_ssize_t t, const int64_t *Py_UNUSED(queue),
+                               Py_ssize_t Py_UNUSED(length), int Py_UNUSED(new_arrival), Py_ssize_t *position,
+                               Py_ssize_t *server, int *explored) {
+    QueueBandit *self = (QueueBandit *)base;
+    const Py_ssize_t K = self->K;
+    const double log_t = log((double)t);
+    const double squared_log = pow(log_t, 2.0); /* Python's log_t ** 2 */
+    const double rate = self->explore_constant * (double)K * squared_log / (double)t;
+    const double explore_prob = rate < 1.0 ? rate : 1.0;
+    double draw;
+    *position = 0;
+    if (call_random(self->rng, &draw) < 0) return -1;
+    if (draw < explore_prob) {
+        *explored = 1;
+        return call_integers(self->rng, K, server);
+    }
+    Py_ssize_t best_server = 0;
+    if (self->sampling) {
+        for (Py_ssize_t k = 0; k < K; k++) {
+            self->alpha[k] = self->successes[k] + 1.0;
+            self->beta[k] = self->trials[k] - self->successes[k] + 1.0;
+        }
+        PyObject *index_obj = PyObject_CallMethod(self->rng, "beta", "OO", self->alpha_obj, self->beta_obj);
+        if (index_obj == NULL) return -1;
+        Py_buffer index;
+        if (PyObject_GetBuffer(index_obj, &index, PyBUF_C_CONTIGUOUS) < 0) {
+            Py_DECREF(index_obj);
+            return -1;
+        }
+        if (index.itemsize != 8 || index.len != K * 8) {
+            PyBuffer_Release(&index);
+            Py_DECREF(index_obj);
+            PyErr_SetString(PyExc_TypeError, "cqb.sim._kernel: rng.beta gave no (K,) float64 array");
+            return -1;
+        }
+        const double *value = index.buf;
+        double best = value[0];
+        if (!isnan(best))
+            for (Py_ssize_t k = 1; k < K; k++) {
+                if (isnan(value[k])) { best_server = k; break; }
+                if (value[k] > best) { best = value[k]; best_server = k; }
+            }
+        PyBuffer_Release(&index);
+        Py_DECREF(index_obj);
+    } else {
+        double best = 0.0;
+        for (Py_ssize_t k = 0; k < K; k++) {
+            const double n = self->trials[k];
+            const double value = n > 0 ? self->successes[k] / n + sqrt(squared_log / (2.0 * n)) : HUGE_VAL;
+            if (k == 0 || value > best) { best = value; best_server = k; }
+        }
+    }
+    *server = best_server;
+    return 0;
+}
+
+static int queue_bandit_observe(Chooser *base, int64_t Py_UNUSED(job), Py_ssize_t server, int success) {
+    QueueBandit *self = (QueueBandit *)base;
+    self->trials[server] += 1.0;
+    self->successes[server] += success ? 1.0 : 0.0;
+    return 0;
+}
+
+/* play_queue_bandit(arrivals, service, true_means, best_mean, rng, sampling,
+ *                   explore_constant, successes, trials, alpha, beta,
+ *                   queue_length, gap, explored, departures): run_policy's loop
+ * for QueueBanditPolicy; successes and trials (the policy's, float64 (K,)) are
+ * updated in place, alpha and beta are work arrays for rng.beta. */
+static PyObject *play_queue_bandit(PyObject *Py_UNUSED(module), PyObject *args) {
+    PyObject *objects[TRACE_VIEWS], *successes_obj, *trials_obj;
+    QueueBandit policy = {{queue_bandit_choose, queue_bandit_observe}, NULL, NULL, NULL, 0, 0.0, 0,
+                          NULL, NULL, NULL, NULL};
+    if (!PyArg_ParseTuple(args, "OOOOOpdOOOOOOOO", &objects[0], &objects[1], &objects[2], &objects[3], &policy.rng,
+                          &policy.sampling, &policy.explore_constant, &successes_obj, &trials_obj, &policy.alpha_obj,
+                          &policy.beta_obj, &objects[4], &objects[5], &objects[6], &objects[7]))
+        return NULL;
+    Py_buffer state[4];
+    PyObject *state_objects[4] = {successes_obj, trials_obj, policy.alpha_obj, policy.beta_obj};
+    int held_state = 0;
     PyObject *result = NULL;
-    int64_t *queue = NULL;
-    unsigned char *departed = NULL;
-    MaxHeap heap = {NULL, NULL, 0};
-    for (; held < 8; held++) {
-        int flags = PyBUF_C_CONTIGUOUS | (held >= 4 ? PyBUF_WRITABLE : 0);
-        if (PyObject_GetBuffer(objects[held], &views[held], flags) < 0) goto done;
-        if (views[held].itemsize != itemsizes[held]) {
-            PyBuffer_Release(&views[held]);
-            PyErr_SetString(PyExc_TypeError, "cqb.sim._kernel.play: arrivals bool, service float64, true_means "
-                            "float64 (N, K), best_mean float64, outputs int64/float64/bool/bool");
+    for (; held_state < 4; held_state++) {
+        if (PyObject_GetBuffer(state_objects[held_state], &state[held_state], PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0)
+            goto done;
+        if (state[held_state].itemsize != 8 || state[held_state].len != state[0].len) {
+            PyBuffer_Release(&state[held_state]);
+            PyErr_SetString(PyExc_TypeError, "cqb.sim._kernel: successes, trials, alpha, beta: float64 (K,)");
             goto done;
         }
+    }
+    policy.K = state[0].len / 8;
+    policy.successes = state[0].buf;
+    policy.trials = state[1].buf;
+    policy.alpha = state[2].buf;
+    policy.beta = state[3].buf;
+    if (policy.K < 1) {
+        PyErr_SetString(PyExc_ValueError, "cqb.sim._kernel: no servers");
+        goto done;
     }
     {
-        const Py_ssize_t horizon = views[0].len, K = self->n_servers, d = self->dim;
-        const Py_ssize_t n_jobs = views[3].len / 8;
-        if (views[1].len != horizon * 8 || views[2].len != n_jobs * K * 8 || views[4].len != horizon * 8
-            || views[5].len != horizon * 8 || views[6].len != horizon || views[7].len != horizon
-            || n_jobs > self->n_contexts) {
-            PyErr_SetString(PyExc_ValueError, "cqb.sim._kernel.play: arrays of inconsistent lengths");
-            goto done;
+        Py_buffer views[TRACE_VIEWS];
+        int held = open_round_views(objects, views, policy.K, PY_SSIZE_T_MAX);
+        if (held < 0) goto done;
+        int status = run_rounds(views, policy.K, &policy.base);
+        for (int i = 0; i < held; i++) PyBuffer_Release(&views[i]);
+        if (status == 0) {
+            Py_INCREF(Py_None);
+            result = Py_None;
         }
-        const unsigned char *arrivals = views[0].buf;
-        const double *service = views[1].buf, *true_means = views[2].buf, *best_mean = views[3].buf;
-        int64_t *queue_length = views[4].buf;
-        double *gap = views[5].buf;
-        unsigned char *explored = views[6].buf, *departures = views[7].buf;
-        queue = malloc(sizeof(int64_t) * (size_t)(horizon + 1));
-        departed = calloc((size_t)n_jobs + 1, 1);
-        heap.key = malloc(sizeof(double) * (size_t)(n_jobs + 1));
-        heap.id = malloc(sizeof(int64_t) * (size_t)(n_jobs + 1));
-        if (!queue || !departed || !heap.key || !heap.id) {
-            PyErr_NoMemory();
-            goto done;
-        }
-        Py_ssize_t length = 0;
-        int64_t next_id = 0;
-        for (Py_ssize_t t = 1; t <= horizon; t++) {
-            queue_length[t - 1] = length; /* gap (NaN), explored and departures come filled for no decision */
-            if (length) {
-                const int new_arrival = t >= 2 && arrivals[t - 2];
-                Py_ssize_t position = -1, server = 0;
-                if (explore == PLAY_EXPLORE && new_arrival && (double)t <= explore_until) {
-                    if ((double)t <= tau) {
-                        if (round_robin) {
-                            server = visits % K;
-                            visits++;
-                        } else if (call_integers(rng, K, &server) < 0) {
-                            goto done;
-                        }
-                        position = length - 1;
-                    } else {
-                        double draw;
-                        if (call_random(rng, &draw) < 0) goto done;
-                        if (draw < explore_prob) {
-                            if (call_integers(rng, K, &server) < 0) goto done;
-                            position = length - 1;
-                        }
-                    }
-                }
-                if (position >= 0) {
-                    explored[t - 1] = 1;
-                } else if (explore == PLAY_THOMPSON) {
-                    if (thompson_choice(self, rng, queue, length, &position, &server) < 0) goto done;
-                } else if (optimistic_choice(self, queue, length, &position, &server) < 0) {
-                    goto done;
-                }
-                if (server < 0 || server >= K) {
-                    PyErr_Format(PyExc_IndexError, "cqb.sim._kernel.play: server %zd out of range", server);
-                    goto done;
-                }
-                const int64_t job = queue[position];
-                const double chosen_mean = true_means[job * K + server];
-                while (departed[heap.id[0]]) heap_pop(&heap);
-                gap[t - 1] = heap.key[0] - chosen_mean;
-                const int success = service[t - 1] <= chosen_mean;
-                int flags = update(self, server, self->contexts + job * d, success ? 1.0 : 0.0);
-                if (flags < 0) goto done;
-                self->stale[server] = 1;
-                if (flags) {
-                    PyObject *done_call = PyObject_CallFunction(finish, "ni", server, flags);
-                    if (done_call == NULL) goto done;
-                    Py_DECREF(done_call);
-                }
-                if (success) {
-                    departures[t - 1] = 1;
-                    departed[job] = 1;
-                    memmove(queue + position, queue + position + 1, sizeof(int64_t) * (size_t)(length - 1 - position));
-                    length--;
-                }
-            }
-            if (arrivals[t - 1]) {
-                if (next_id >= n_jobs) {
-                    PyErr_SetString(PyExc_ValueError, "cqb.sim._kernel.play: more arrivals than contexts");
-                    goto done;
-                }
-                queue[length++] = next_id;
-                heap_push(&heap, best_mean[next_id], next_id);
-                next_id++;
-            }
-        }
-        result = PyLong_FromSsize_t(visits);
     }
 done:
-    for (int i = 0; i < held; i++) PyBuffer_Release(&views[i]);
-    free(queue);
-    free(departed);
-    free(heap.key);
-    free(heap.id);
+    for (int i = 0; i < held_state; i++) PyBuffer_Release(&state[i]);
     return result;
 }
 
@@ -1206,6 +1378,9 @@ static PyMethodDef module_methods[] = {
     {"screen_contexts", screen_contexts, METH_VARARGS,
      "screen_contexts(raw, theta, low, high, codes) -> rows coded 1: codes[i] = 1 if "
      "max_k raw_i·theta_k / |raw_i| >= high, 0 if <= low, 2 otherwise"},
+    {"play_queue_bandit", play_queue_bandit, METH_VARARGS,
+     "play_queue_bandit(arrivals, service, true_means, best_mean, rng, sampling, explore_constant, successes, "
+     "trials, alpha, beta, queue_length, gap, explored, departures): Q-UCB's and Q-ThS's round loop"},
     {"load_blas", load_blas, METH_VARARGS,
      "load_blas(path, gemv, gemm, dot) -> bool: numpy's BLAS routines for filippi_slsqp"},
     {"filippi_slsqp", filippi_slsqp, METH_VARARGS,

@@ -7,6 +7,8 @@ import math
 
 import numpy as np
 
+from ..estimation import compiled_kernel
+from ..trace import loop_arrays
 from .parameters import NoParams, QueueThompsonParams, QueueUCBParams
 from .registry import register_policy
 
@@ -66,6 +68,18 @@ class QueueBanditPolicy:
     def observe(self, t, job, server, success):
         self.trials[server] += 1
         self.successes[server] += success
+
+    def compiled_play(self, trace):
+        """The whole round loop in the compiled kernel (the same choices, draws
+        and counts as choose/observe), or None where the kernel is not built."""
+        try:
+            kernel = compiled_kernel()
+        except ImportError:
+            return None
+        inputs, outputs = loop_arrays(trace)
+        kernel.play_queue_bandit(*inputs, self.rng, self.sampling, float(self.explore_constant), self.successes,
+                                 self.trials, np.empty(self.n_servers), np.empty(self.n_servers), *outputs)
+        return outputs
 
 
 @register_policy("random", "Random", NoParams)

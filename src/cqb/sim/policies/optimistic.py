@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..estimation import LogisticEstimator, logistic
+from ..trace import loop_arrays
 from .parameters import EpsilonOptParams, EpsilonParams, EstimatorParams, EtaParams, ThompsonParams
 from .registry import register_policy
 
@@ -171,19 +172,11 @@ def compiled_play(scorer, trace, rng=None, mode=PLAY_OPTIMISTIC, tau=0, explore_
     explored, departures) of every round, and the final phase-1 visit count.
     The same rounds, generator calls and estimator updates as the Python
     loop, which stays the reference (tests/test_sim_kernel.py)."""
-    horizon = trace.arrivals.shape[0]
-    queue_length = np.zeros(horizon, dtype=np.int64)
-    gap = np.full(horizon, np.nan)
-    explored = np.zeros(horizon, dtype=bool)
-    departures = np.zeros(horizon, dtype=bool)
-    true_means = np.ascontiguousarray(trace.true_means, dtype=np.float64)
-    best_mean = np.ascontiguousarray(true_means.max(axis=1))
-    visits = scorer.core.play(np.ascontiguousarray(trace.arrivals, dtype=bool),
-                              np.ascontiguousarray(trace.service_uniforms, dtype=np.float64), true_means,
-                              best_mean, scorer.estimator.finish_compiled_update, rng, int(mode), float(tau),
+    inputs, outputs = loop_arrays(trace)
+    visits = scorer.core.play(*inputs, scorer.estimator.finish_compiled_update, rng, int(mode), float(tau),
                               float(explore_prob), float(explore_until), bool(round_robin), int(phase1_visits),
-                              queue_length, gap, explored, departures)
-    return (queue_length, gap, explored, departures), visits
+                              *outputs)
+    return outputs, visits
 
 
 class ThompsonPolicy:
