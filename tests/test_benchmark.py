@@ -3,6 +3,7 @@ the opt-in loop-start probe and the benchmark that reads it."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import cqb.sim.simulate
@@ -54,3 +55,29 @@ def test_startup_times_of_a_forked_job_add_the_forked_run_cpu(tmp_path):
     assert forked["loop_start"] == []  # the loop runs in the server's fork, which the probe does not wrap
     # the job's process plus the forked run, which simulates 500 rounds of CQB-Opt
     assert all(cpu > 0.005 for cpu in forked["cpu"])
+
+
+def test_sim_speed_samples_the_simulate_jobs_of_a_snakemake_log(tmp_path):
+    """--jobs-from reads each simulate job's run from its shell line, and no other rule's."""
+    from cqb.bench.sim_speed import sampled_jobs
+
+    spec = '{"arrival_rate": 0.7, "dim": 5, "kind": "synthetic", "n_servers": 5, "slack": 0.1}'
+    lines = [
+        "localrule simulate:",
+        "Shell command: cqb_job() { :; }; cqb_job run --instance-spec '" + spec + "' --policy cqb_opt"
+        " --params '{\"bonus_scale\": 0.03}' --horizon 5000 --seed 60001 --trace t.npz --code-hash abc"
+        " --out r.npz 2> r.log",
+        "Shell command: \"${CQB_RUN_CLIENT:-cqb}\" run --draw-trace --instance-spec '" + spec + "'"
+        " --horizon 5000 --seed 60001 --out t.npz 2> t.log",
+        "Shell command: cqb_job() { :; }; cqb_job run --instance-spec '" + spec + "' --policy random"
+        " --params '{}' --horizon 2000 --seed 7 --out q.npz 2> q.log",
+    ]
+    log = tmp_path / "snakemake.log"
+    log.write_text("\n".join(lines) + "\n")
+    jobs = sorted(sampled_jobs(log, 10, 0), key=lambda job: job["policy"])
+    assert jobs == [
+        {"spec": json.loads(spec), "policy": "cqb_opt", "params": {"bonus_scale": 0.03}, "horizon": 5000,
+         "seed": 60001},
+        {"spec": json.loads(spec), "policy": "random", "params": {}, "horizon": 2000, "seed": 7},
+    ]
+    assert len(sampled_jobs(log, 1, 0)) == 1

@@ -2,6 +2,7 @@
 
     python -m cqb.bench.sim_speed BASELINE_SRC [--horizon 5000] [--seeds 0-9] [--rounds 3]
                               [--policies cqb_opt,cqb_ts,...] [--instance JSON]
+    python -m cqb.bench.sim_speed BASELINE_SRC --jobs-from LOG [--sample 400] [--workdir DIR]
 
 Each round, for each policy, runs the same seeds' simulations (the whole
 simulate(): instance, trace, policy, oracle) in one fresh Python process per
@@ -11,6 +12,12 @@ a Markdown table of the median CPU per run of each source and their ratio,
 with the load averages. BASELINE_SRC is a `src/` folder of another checkout
 (e.g. from `git archive`); it needs its compiled kernel beside its
 `_kernel.c` (copy the built `.so` if the C file is the same).
+
+With ``--jobs-from``, the simulations are instead a random sample of the
+simulate jobs a Snakemake log ran (its shell lines: instance spec, policy,
+parameters, horizon, seed), the mix of a whole replication, each job drawing
+its own trace; run from ``--workdir`` (where the pool files the specs name
+are), and reported per policy and for the whole sample.
 
 A measurement for docs/benchmarks.md, not a test: timings depend on the machine.
 """
@@ -43,14 +50,71 @@ print((time.process_time() - start) / len(seeds))
 """
 
 
-def cpu_per_run(src: Path, spec: dict, policy: str, horizon: int, seeds: list[int]) -> float:
+SAMPLE_WORKER = """
+import json, sys, time
+from cqb.sim.simulate import simulate
+jobs = json.loads(sys.argv[1])
+first = jobs[0]
+simulate(first["spec"], first["policy"], first["params"], first["horizon"], first["seed"])  # warm-up
+times = []
+for job in jobs:
+    start = time.process_time()
+    simulate(job["spec"], job["policy"], job["params"], job["horizon"], job["seed"])
+    times.append(time.process_time() - start)
+print(json.dumps(times))
+"""
+
+
+def _worker(src: Path, code: str, payload, what: str, cwd=None) -> str:
     environment = dict(os.environ, PYTHONPATH=str(src), **dict.fromkeys(BLAS_THREAD_VARIABLES, "1"))
-    done = subprocess.run([sys.executable, "-c", WORKER, json.dumps([spec, policy, horizon, seeds])],
-                          env=environment, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-c", code, json.dumps(payload)], env=environment,
+                          capture_output=True, text=True, cwd=cwd)
     if done.returncode:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        sys.exit(f"sim_speed: {policy} on {src} failed: {last}")
-    return float(done.stdout.split()[-1])
+        sys.exit(f"sim_speed: {what} on {src} failed: {last}")
+    return done.stdout.strip().splitlines()[-1]
+
+
+def cpu_per_run(src: Path, spec: dict, policy: str, horizon: int, seeds: list[int]) -> float:
+    return float(_worker(src, WORKER, [spec, policy, horizon, seeds], policy))
+
+
+def sampled_jobs(log: Path, size: int, seed: int) -> list[dict]:
+    """``size`` simulate jobs drawn at random from the shell lines of a Snakemake log."""
+    import random
+    import shlex
+
+    jobs = []
+    for line in log.read_text().splitlines():
+        if line.startswith("Shell command: ") and " run --instance-spec " in line and "--policy" in line:
+            words = shlex.split(line.split(" run ", 1)[1].split(" 2> ")[0])
+            options = dict(zip(words[::2], words[1::2]))
+            jobs.append({"spec": json.loads(options["--instance-spec"]), "policy": options["--policy"],
+                         "params": json.loads(options.get("--params", "{}")),
+                         "horizon": int(options["--horizon"]), "seed": int(options["--seed"])})
+    if not jobs:
+        sys.exit(f"sim_speed: no simulate job's shell line in {log}")
+    return random.Random(seed).sample(jobs, min(size, len(jobs)))
+
+
+def sample_table(sources: dict, jobs: list[dict], rounds: int, workdir: Path) -> list[str]:
+    times = {name: [] for name in sources}
+    for round_number in range(rounds):
+        order = list(sources) if round_number % 2 == 0 else list(reversed(sources))
+        for name in order:
+            times[name].append(json.loads(_worker(sources[name], SAMPLE_WORKER, jobs, "the sample", workdir)))
+    # per job, the fastest of the rounds: the least disturbed by other work
+    best = {name: [min(column) for column in zip(*times[name])] for name in sources}
+    rows = ["| policy | sampled runs | baseline: CPU per run (ms) | this checkout (ms) | this / baseline |",
+            "| --- | ---: | ---: | ---: | ---: |"]
+    policies = sorted({job["policy"] for job in jobs},
+                      key=lambda policy: -sum(t for job, t in zip(jobs, best["baseline"]) if job["policy"] == policy))
+    for policy in policies + [None]:
+        picked = [i for i, job in enumerate(jobs) if policy is None or job["policy"] == policy]
+        before = sum(best["baseline"][i] for i in picked) / len(picked) * 1000
+        after = sum(best["this checkout"][i] for i in picked) / len(picked) * 1000
+        rows.append(f"| {policy or '**all**'} | {len(picked)} | {before:.0f} | {after:.0f} | {after / before:.2f} |")
+    return rows
 
 
 def seed_range(text: str) -> list[int]:
@@ -66,9 +130,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--policies", default=POLICIES)
     parser.add_argument("--instance", type=json.loads, default=BASE_INSTANCE)
+    parser.add_argument("--jobs-from", type=Path, metavar="LOG", help="sample the simulate jobs of this Snakemake log")
+    parser.add_argument("--sample", type=int, default=400, help="how many jobs --jobs-from samples")
+    parser.add_argument("--sample-seed", type=int, default=1)
+    parser.add_argument("--workdir", type=Path, default=Path.cwd(), help="where --jobs-from's jobs ran")
     args = parser.parse_args(argv)
     this = Path(__file__).resolve().parents[2]
     sources = {"baseline": args.baseline.resolve(), "this checkout": this}
+    if args.jobs_from:
+        jobs = sampled_jobs(args.jobs_from, args.sample, args.sample_seed)
+        load_before = os.getloadavg()
+        rows = sample_table(sources, jobs, args.rounds, args.workdir.resolve())
+        load_after = os.getloadavg()
+        print(f"simulate() per run (instance, trace drawn, policy, optimal queue), {len(jobs)} simulate jobs "
+              f"sampled (seed {args.sample_seed}) from {args.jobs_from}, each source {args.rounds} times in one "
+              f"process per round, alternating, the fastest round per job; baseline {args.baseline}; "
+              f"load average (1, 5, 15 min) {', '.join(f'{x:.2f}' for x in load_before)} before, "
+              f"{', '.join(f'{x:.2f}' for x in load_after)} after\n")
+        print("\n".join(rows))
+        return 0
     policies = args.policies.split(",")
     times = {(name, policy): [] for name in sources for policy in policies}
     load_before = os.getloadavg()
