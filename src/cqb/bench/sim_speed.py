@@ -41,7 +41,7 @@ POLICIES = "cqb_opt,cqb_ts,cqb_eps,cqb_eta2,cqb_eps_opt,q_ths,q_ucb,random,oracl
 WORKER = """
 import json, sys, time
 from cqb.sim.simulate import simulate
-spec, policy, horizon, seeds = json.loads(sys.argv[1])
+spec, policy, horizon, seeds = json.loads(sys.stdin.read())
 simulate(spec, policy, None, horizon, seeds[0])  # warm-up: lazy imports, first-use caches
 start = time.process_time()
 for seed in seeds:
@@ -53,7 +53,7 @@ print((time.process_time() - start) / len(seeds))
 SAMPLE_WORKER = """
 import json, sys, time
 from cqb.sim.simulate import simulate
-jobs = json.loads(sys.argv[1])
+jobs = json.loads(sys.stdin.read())
 first = jobs[0]
 simulate(first["spec"], first["policy"], first["params"], first["horizon"], first["seed"])  # warm-up
 times = []
@@ -67,7 +67,7 @@ print(json.dumps(times))
 
 def _worker(src: Path, code: str, payload, what: str, cwd=None) -> str:
     environment = dict(os.environ, PYTHONPATH=str(src), **dict.fromkeys(BLAS_THREAD_VARIABLES, "1"))
-    done = subprocess.run([sys.executable, "-c", code, json.dumps(payload)], env=environment,
+    done = subprocess.run([sys.executable, "-c", code], input=json.dumps(payload), env=environment,
                           capture_output=True, text=True, cwd=cwd)
     if done.returncode:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
