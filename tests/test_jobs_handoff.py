@@ -167,6 +167,31 @@ def test_a_forked_job_runs_in_its_own_folder_with_its_own_umask(server, tmp_path
 
 @pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=needs_compiler)],
                          ids=["python client", "compiled client"])
+def test_a_trace_cache_through_the_server_is_drawn_once_with_the_jobs_umask(server, tmp_path, request, compiled):
+    """--trace-cache reaches the forked run: the first job writes the cache
+    (with the job's umask), the second reads it; both are the own process's run."""
+    _, socket_path = server
+    command = request.getfixturevalue("client") if compiled else " ".join(CQB)
+    cache = tmp_path / "traces" / "seed3.npz"
+    args = "run --policy cqb_opt --seed 3 --horizon 300 --dim 3"
+    for name in ("first", "second"):
+        done = subprocess.run(["/bin/sh", "-c", f"umask 027; exec {command} {args} --trace-cache {cache} "
+                                                f"--out {tmp_path / name}.npz"],
+                              env=_environment(socket_path), capture_output=True, text=True)
+        assert done.returncode == 0 and "run server" not in done.stderr, done.stderr
+        assert "trace cache" not in done.stderr
+        if name == "first":
+            assert cache.stat().st_mode & 0o777 == 0o640
+            drawn = (cache.stat().st_ino, cache.stat().st_mtime_ns)
+    assert (cache.stat().st_ino, cache.stat().st_mtime_ns) == drawn
+    own = _run([*args.split(), "--out", str(tmp_path / "own.npz")])
+    assert own.returncode == 0, own.stderr
+    assert _same_arrays(tmp_path / "first.npz", tmp_path / "own.npz")
+    assert _same_arrays(tmp_path / "second.npz", tmp_path / "own.npz")
+
+
+@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=needs_compiler)],
+                         ids=["python client", "compiled client"])
 def test_bad_input_through_the_server_is_one_line_and_exit_2(server, tmp_path, request, compiled):
     _, socket_path = server
     command = [request.getfixturevalue("client")] if compiled else CQB

@@ -154,3 +154,142 @@ def test_cli_draws_a_trace_and_plays_on_it(tmp_path, capsys):
     assert main(["run", "--draw-trace", "--policy", "cqb_opt", *common, "--out", str(tmp_path / "t.npz")]) == 2
     assert main(["run", *common, "--out", str(tmp_path / "t.npz")]) == 2
     assert "needs --policy" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ the trace cache (cqb run --trace-cache)
+
+COMMON = ["--instance-spec", json.dumps(SMALL), "--horizon", "300", "--seed", "4"]
+
+
+def _cli_run(tmp_path, capsys, name, *trace_args):
+    """`cqb run --policy cqb_opt` on COMMON with ``trace_args``: (exit code, stderr lines)."""
+    capsys.readouterr()
+    code = main(["run", "--policy", "cqb_opt", *COMMON, *trace_args, "--out", str(tmp_path / name)])
+    return code, capsys.readouterr().err.splitlines()
+
+
+def _same_run_file(a, b):
+    a, b = load_run(a), load_run(b)
+    for key in ("queue", "oracle_queue", "gap", "explored"):
+        np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+    assert a["metadata"] == b["metadata"]
+
+
+def _identity(path):
+    stat = path.stat()
+    return stat.st_ino, stat.st_mtime_ns, stat.st_size
+
+
+def _no_drawing(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("the trace was drawn")
+
+    monkeypatch.setattr("cqb.sim.simulate.draw", refuse)
+
+
+def test_a_missing_trace_cache_is_drawn_written_and_gives_the_run_of_the_other_ways(tmp_path, capsys):
+    cache = tmp_path / "traces" / "T300" / "seed4.npz"  # its folder made as it is written
+    code, err = _cli_run(tmp_path, capsys, "cached.npz", "--trace-cache", str(cache))
+    assert code == 0, err
+    assert not any("trace cache" in line for line in err)  # a missing cache is no news
+    assert main(["run", "--draw-trace", *COMMON, "--out", str(tmp_path / "trace.npz")]) == 0
+    assert _cli_run(tmp_path, capsys, "read.npz", "--trace", str(tmp_path / "trace.npz"))[0] == 0
+    assert _cli_run(tmp_path, capsys, "drawn.npz")[0] == 0
+    _same_run_file(tmp_path / "cached.npz", tmp_path / "drawn.npz")
+    _same_run_file(tmp_path / "cached.npz", tmp_path / "read.npz")
+    assert load_trace(cache, SMALL, 300, 4)[3] == load_run(tmp_path / "cached.npz")["metadata"]["trace_hash"]
+    assert load_trace(cache, SMALL, 300, 4)[3] == load_trace(tmp_path / "trace.npz", SMALL, 300, 4)[3]
+    assert [path.name for path in cache.parent.iterdir()] == ["seed4.npz"]  # no temporary left
+
+
+def test_a_present_trace_cache_is_read_not_drawn(tmp_path, capsys, monkeypatch):
+    cache = tmp_path / "seed4.npz"
+    assert _cli_run(tmp_path, capsys, "first.npz", "--trace-cache", str(cache))[0] == 0
+    before = _identity(cache)
+    _no_drawing(monkeypatch)
+    code, err = _cli_run(tmp_path, capsys, "second.npz", "--trace-cache", str(cache))
+    assert code == 0, err
+    assert not any("trace cache" in line for line in err)
+    assert _identity(cache) == before
+    _same_run_file(tmp_path / "first.npz", tmp_path / "second.npz")
+
+
+@pytest.mark.parametrize("stale", ["code", "seed", "horizon"])
+def test_a_stale_trace_cache_is_drawn_again_and_replaced(tmp_path, capsys, monkeypatch, stale):
+    cache = tmp_path / "seed4.npz"
+    with monkeypatch.context() as patch:
+        if stale == "code":
+            patch.setattr(tracefile, "simulation_code_hash", lambda: "0123456789abcdef")
+        _write_trace(cache, SMALL, 301 if stale == "horizon" else 300, 5 if stale == "seed" else 4)
+    before = _identity(cache)
+    code, err = _cli_run(tmp_path, capsys, "cached.npz", "--trace-cache", str(cache))
+    assert code == 0, err
+    (line,) = [line for line in err if "trace cache" in line]
+    assert line.startswith(f"cqb: trace cache {cache} ") and line.endswith(": drawing it again")
+    assert {"code": "drawn by simulation code 0123456789abcdef", "seed": "seed 5, not for",
+            "horizon": "T = 301, seed 4, not for"}[stale] in line
+    assert _identity(cache) != before
+    load_trace(cache, SMALL, 300, 4)  # now this run's trace
+    assert _cli_run(tmp_path, capsys, "drawn.npz")[0] == 0
+    _same_run_file(tmp_path / "cached.npz", tmp_path / "drawn.npz")
+
+
+def _flip_a_context(path):
+    with np.load(path) as data:
+        contexts = data["contexts"].copy()
+    contexts[0, 0] = np.nextafter(contexts[0, 0], 2.0)
+    _rewrite(path, contexts=contexts)
+
+
+@pytest.mark.parametrize("damage, needle", [
+    (lambda path: path.write_bytes(path.read_bytes()[:500]), "is corrupt or truncated"),
+    (_flip_a_context, "is corrupt: its content hash"),
+])
+def test_a_corrupt_trace_cache_is_one_error_line_naming_it(tmp_path, capsys, damage, needle):
+    cache = tmp_path / "seed4.npz"
+    _write_trace(cache, SMALL, 300, 4)
+    damage(cache)
+    damaged = cache.read_bytes()
+    code, err = _cli_run(tmp_path, capsys, "cached.npz", "--trace-cache", str(cache))
+    assert code == 2
+    (line,) = err
+    assert line.startswith(f"cqb: error: trace file {cache} ") and needle in line
+    assert not (tmp_path / "cached.npz").exists()
+    assert cache.read_bytes() == damaged  # not silently replaced
+
+
+def test_a_trace_cache_that_fails_mid_write_leaves_no_file_and_the_run_plays_on(tmp_path, capsys, monkeypatch):
+    """The write is atomic: a cache whose write fails half-way (a full disk)
+    leaves nothing a later job could read; this run plays on the trace it drew."""
+    import errno
+
+    real = np.savez_compressed
+    calls = []
+
+    def full_disk_once(handle, **arrays):
+        calls.append(1)
+        if len(calls) > 1:
+            return real(handle, **arrays)
+        handle.write(b"PK\x03\x04 half an archive")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(np, "savez_compressed", full_disk_once)
+    cache = tmp_path / "traces" / "seed4.npz"
+    code, err = _cli_run(tmp_path, capsys, "cached.npz", "--trace-cache", str(cache))
+    assert code == 0, err
+    assert [line for line in err if "trace cache" in line] == [
+        f"cqb: warning: cannot write the trace cache {cache}: No space left on device"]
+    assert list(cache.parent.iterdir()) == []
+    monkeypatch.setattr(np, "savez_compressed", real)
+    assert _cli_run(tmp_path, capsys, "drawn.npz")[0] == 0
+    _same_run_file(tmp_path / "cached.npz", tmp_path / "drawn.npz")
+
+
+def test_the_trace_options_exclude_each_other(tmp_path, capsys):
+    for options in (["--trace", "a.npz", "--trace-cache", "b.npz"], ["--draw-trace", "--trace-cache", "b.npz"]):
+        with pytest.raises(SystemExit) as stopped:
+            main(["run", "--policy", "cqb_opt", *COMMON, *options, "--out", str(tmp_path / "run.npz")])
+        assert stopped.value.code == 2
+        assert "not allowed with argument" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="not both"):
+        simulate(SMALL, "cqb_opt", None, 300, 4, trace_file="a.npz", trace_cache="b.npz")

@@ -182,19 +182,18 @@ def test_failing_job_reports_its_log_and_rerun_completes(cluster, tmp_path):
     # paper's formula needs slack ϵ > 2·explore_prob, and 0.1 > 1.0 is false).
     rule_file = workdir / "workflow" / "rules" / "simulate.smk"
     good_rule = rule_file.read_text()
-    # the simulate rule's line only: the trace rule's must still succeed
-    simulate_line = '" --trace {input.trace:q} --code-hash {params.code_hash}'
+    simulate_line = '" --trace-cache {params.trace:q} --code-hash {params.code_hash}'
     assert good_rule.count(simulate_line) == 1
     rule_file.write_text(good_rule.replace(
-        simulate_line, '" --trace {input.trace:q} --set explore_prob=0.5 --set tau=null --code-hash {params.code_hash}'))
+        simulate_line,
+        '" --trace-cache {params.trace:q} --set explore_prob=0.5 --set tau=null --code-hash {params.code_hash}'))
 
     bad = snakemake(workdir, target, *SLURM_FLAGS, "--configfile", SMOKE_CONFIG, env=cluster.env)
     output = bad.stdout
     assert bad.returncode != 0, output[-4000:]
     submitted = SUBMITTED.findall(output)
-    assert len(submitted) == 2, output[-4000:]  # the seed's trace job, then the simulate job
-    assert cluster.jobs().get(submitted[0][0]) == "COMPLETED", cluster.jobs()
-    job_id, slurm_log = submitted[1]
+    assert len(submitted) == 1, output[-4000:]  # the simulate job alone: it draws its seed's trace itself
+    (job_id, slurm_log), = submitted
     assert cluster.jobs().get(job_id) == "FAILED", cluster.jobs()
     # Snakemake's error names the Slurm log, which holds the job's own output
     error = output[output.index("Error in"):]

@@ -8,6 +8,7 @@ Examples::
         --arrival-rate 0.15 --set tau=400 --out mnist.npz
     cqb run --draw-trace --seed 0 --out trace.npz   # a seed's common random numbers, once
     cqb run --policy cqb_opt --seed 0 --trace trace.npz --out run.npz  # the same run as above
+    cqb run --policy cqb_opt --seed 0 --trace-cache trace.npz --out run.npz  # read it, or draw and write it
     cqb benchmark --repeats 3          # timings of the simulation core (docs/benchmarks.md)
     cqb tables results figures         # the Markdown tables of docs/figures.md
     cqb compare OLD/runs results/runs  # what a code change changed, run by run
@@ -141,12 +142,16 @@ def build_parser() -> argparse.ArgumentParser:
                      help="a policy parameter, e.g. --set bonus_scale=0.1 (repeatable; over --params)")
     run.add_argument("--code-hash", default="",
                      help="the simulation code hash the caller scheduled the run with (recorded)")
-    run.add_argument("--trace", metavar="FILE",
-                     help="play on this trace file (from --draw-trace) instead of drawing the trace; "
-                          "the same run, bit for bit")
-    run.add_argument("--draw-trace", action="store_true",
-                     help="write the seed's trace file (arrivals, contexts, service uniforms, Q*) to --out "
-                          "instead of a run file")
+    traces = run.add_mutually_exclusive_group()
+    traces.add_argument("--trace", metavar="FILE",
+                        help="play on this trace file (from --draw-trace) instead of drawing the trace; "
+                             "the same run, bit for bit")
+    traces.add_argument("--trace-cache", metavar="FILE",
+                        help="play on this trace file if it holds this run's trace, else draw the trace and "
+                             "write it there (atomically) first; the same run, bit for bit")
+    traces.add_argument("--draw-trace", action="store_true",
+                        help="write the seed's trace file (arrivals, contexts, service uniforms, Q*) to --out "
+                             "instead of a run file")
     run.add_argument("--out", required=True, help="output .npz (written atomically)")
 
     from .bench.options import add_benchmark_arguments
@@ -239,8 +244,8 @@ def _write_failed(out: Path, error: OSError) -> int:
 
 def _draw_trace(args, spec: dict, out: Path, blas_pinned: bool) -> int:
     """``cqb run --draw-trace``: the trace file of (instance, horizon, seed)."""
-    if args.policy or args.trace:
-        raise ValueError("--draw-trace writes a trace: it takes no --policy and no --trace")
+    if args.policy:
+        raise ValueError("--draw-trace writes a trace: it takes no --policy")
     from .sim.simulate import _one_blas_thread, draw
     from .sim.trace import save_trace
 
@@ -282,7 +287,7 @@ def run(args) -> int:
         if not args.policy:
             raise ValueError("cqb run needs --policy (or --draw-trace)")
         result = simulate(spec, args.policy, params, args.horizon, args.seed,
-                          blas_threads_pinned=blas_pinned, trace_file=args.trace)
+                          blas_threads_pinned=blas_pinned, trace_file=args.trace, trace_cache=args.trace_cache)
     except (ValueError, TypeError) as error:  # bad input: one line, no traceback
         print(f"cqb: error: {error}", file=sys.stderr)
         return 2

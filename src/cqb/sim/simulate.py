@@ -5,7 +5,8 @@ departs iff the service uniform U₂(t) ≤ μ(xᵀθ*_k); then a job arrives if
 arrival uniform U₁(t) ≤ λ and waits from round t + 1 on. Q(1) = 0.
 
 Every policy and the oracle play on the seed's trace (cqb.sim.trace: arrivals,
-contexts, service uniforms), drawn here or read from its trace file.
+contexts, service uniforms), drawn here, read from its trace file, or read
+from a trace cache that the first run of the seed draws (:func:`cached_trace`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from __future__ import annotations
 import contextlib
 import heapq
 import math
+import os
+import sys
 from dataclasses import asdict, dataclass, field, is_dataclass
 
 import numpy as np
@@ -21,7 +24,8 @@ from .. import __version__
 from .instances import Instance, check_positive_int, instance_from_spec
 from .policies import PolicyEnv, get_spec, make_policy
 from .rng import check_seed, stream
-from .trace import Trace, content_hash, draw_trace, load_trace, oracle_queue, trace_arrays  # noqa: F401
+from .trace import (StaleTrace, Trace, content_hash, draw_trace, load_trace, oracle_queue,  # noqa: F401
+                    save_trace, trace_arrays)
 
 
 @dataclass
@@ -143,14 +147,37 @@ def draw(instance_spec: dict | Instance, horizon: int, seed: int):
     return instance, spec, trace, oracle_queue(trace)
 
 
+def cached_trace(path, spec: dict, horizon: int, seed: int):
+    """(instance, trace, Q*, content hash) from the trace cache ``path``: read
+    when it holds the trace of this (spec, horizon, seed, simulation code);
+    drawn and written there atomically when it is missing or stale (one line
+    on stderr says which stale file was replaced). Jobs of one seed that race
+    write the same content, each by its own rename: a reader sees one whole
+    file. A corrupt file is load_trace's ValueError; a cache that cannot be
+    written is a warning line (the run plays on the trace it drew)."""
+    if os.path.exists(path):
+        try:
+            return load_trace(path, spec, horizon, seed)
+        except StaleTrace as error:
+            print(f"cqb: trace cache {path} {error.reason}: drawing it again", file=sys.stderr)
+    instance, spec, trace, oracle_path = draw(spec, horizon, seed)
+    try:
+        digest = save_trace(path, instance, spec, horizon, seed, trace, oracle_path)
+    except OSError as error:  # the run needs no cache: it plays on the trace it drew
+        print(f"cqb: warning: cannot write the trace cache {path}: {error.strerror or error}", file=sys.stderr)
+        digest = content_hash(trace_arrays(instance, trace, oracle_path))
+    return instance, trace, oracle_path, digest
+
+
 def simulate(instance_spec: dict | Instance, policy: str, policy_params: dict | None,
              horizon: int, seed: int, record: dict | None = None, *,
-             blas_threads_pinned: bool = False, trace_file=None) -> RunResult:
+             blas_threads_pinned: bool = False, trace_file=None, trace_cache=None) -> RunResult:
     """One run: the policy and the oracle on the same trace of ``seed``.
 
     ``trace_file``: read the trace and Q* from this file (cqb.sim.trace,
     checked against the run) instead of drawing them; the run is the same bit
-    for bit. ``record``, if a dict, gets "policy" and "oracle": what each run
+    for bit. ``trace_cache``: the same through :func:`cached_trace` (read, or
+    drawn and written there). ``record``, if a dict, gets "policy" and "oracle": what each run
     consumed (see :func:`play`), so a test can check that both faced the same
     trace. ``blas_threads_pinned``: the caller set BLAS to one thread before
     numpy was imported (cqb.cli.pin_blas_to_one_thread), so threadpoolctl is
@@ -158,11 +185,16 @@ def simulate(instance_spec: dict | Instance, policy: str, policy_params: dict | 
     get_spec(policy)  # unknown names fail before any work
     check_positive_int("horizon", horizon)
     seed = check_seed(seed)
-    if trace_file is not None:
+    if trace_file is not None and trace_cache is not None:
+        raise ValueError("give a trace file or a trace cache, not both")
+    if trace_file is not None or trace_cache is not None:
         if isinstance(instance_spec, Instance):
             raise ValueError("a trace file is checked against an instance spec, not an Instance")
         spec = instance_spec
-        instance, trace, oracle_path, trace_hash = load_trace(trace_file, spec, horizon, seed)
+        if trace_file is not None:
+            instance, trace, oracle_path, trace_hash = load_trace(trace_file, spec, horizon, seed)
+        else:
+            instance, trace, oracle_path, trace_hash = cached_trace(trace_cache, spec, horizon, seed)
     else:
         instance, spec, trace, oracle_path = draw(instance_spec, horizon, seed)
         trace_hash = content_hash(trace_arrays(instance, trace, oracle_path))

@@ -15,6 +15,9 @@ a tenth of a millisecond). Its metadata names the instance spec, horizon,
 seed and simulation code hash it was drawn for, and a content hash over the
 arrays: a run file records that hash, and loading checks all of them, so a
 stale or corrupt trace is one clear error, never a silently different run.
+A stale one (:class:`StaleTrace`: sound, but drawn for another code, instance,
+horizon or seed) is what a trace cache (cqb.sim.simulate.cached_trace) draws
+again; a corrupt one stays an error.
 """
 
 from __future__ import annotations
@@ -36,6 +39,18 @@ TRACE_FORMAT = 1
 # file stores all but the first two (see the module docstring).
 TRACE_KEYS = ("arrivals", "service_uniforms", "oracle_queue", "theta", "contexts", "context_rows")
 STORED_KEYS = TRACE_KEYS[2:]
+
+
+REMEDY = "; delete it and rerun"
+
+
+class StaleTrace(ValueError):
+    """A sound trace file drawn for another run: other simulation code, another
+    instance (or pool), horizon or seed. ``reason`` says which."""
+
+    def __init__(self, path, reason: str, remedy: str = REMEDY):
+        super().__init__(f"trace file {path} {reason}{remedy}")
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -162,7 +177,8 @@ def save_trace(path, instance: Instance, spec: dict | None, horizon: int, seed: 
 
 def load_trace(path, spec: dict, horizon: int, seed: int):
     """(instance, trace, Q*, content hash) of a trace file, checked against the
-    run that reads it; ValueError with one line naming the file otherwise."""
+    run that reads it; ValueError with one line naming the file otherwise
+    (StaleTrace for a sound file drawn for another run)."""
     try:
         with np.load(path, allow_pickle=False) as data:
             missing = set(STORED_KEYS + ("metadata",)) - set(data.files)
@@ -177,13 +193,13 @@ def load_trace(path, spec: dict, horizon: int, seed: int):
             raise
         raise ValueError(f"trace file {path} is not an .npz trace file ({error})") from None
     if metadata.get("format") != TRACE_FORMAT or metadata.get("code_hash") != simulation_code_hash():
-        raise ValueError(f"trace file {path} is stale: drawn by simulation code {metadata.get('code_hash')}, "
-                         f"this is {simulation_code_hash()}; delete it and rerun")
+        raise StaleTrace(path, f"is stale: drawn by simulation code {metadata.get('code_hash')}, "
+                               f"this is {simulation_code_hash()}")
     wanted = (spec_text(spec), int(horizon), int(seed))
     found = (spec_text(metadata["instance_spec"]), metadata["horizon"], metadata["seed"])
     if wanted != found:
-        raise ValueError(f"trace file {path} was drawn for instance {found[0]}, T = {found[1]}, seed {found[2]}, "
-                         f"not for this run's instance {wanted[0]}, T = {wanted[1]}, seed {wanted[2]}")
+        raise StaleTrace(path, f"was drawn for instance {found[0]}, T = {found[1]}, seed {found[2]}, "
+                               f"not for this run's instance {wanted[0]}, T = {wanted[1]}, seed {wanted[2]}", "")
     record = metadata["instance"]
     arrays["arrivals"] = draw_arrivals(record["arrival_rate"], horizon, seed)
     arrays["service_uniforms"] = draw_service(horizon, seed)
@@ -193,11 +209,10 @@ def load_trace(path, spec: dict, horizon: int, seed: int):
     if record["kind"] == "pool":
         instance = instance_from_spec(spec, stream(seed, "instance"))  # loads the pool
         if instance.theta.tobytes() != arrays["theta"].tobytes():
-            raise ValueError(f"trace file {path} is stale: its θ* is not that of the pool {spec.get('pool')}; "
-                             "delete it and rerun")
+            raise StaleTrace(path, f"is stale: its θ* is not that of the pool {spec.get('pool')}")
         rows = arrays["context_rows"]
         if rows.size and (rows.min() < 0 or rows.max() >= instance.pool.shape[0]):
-            raise ValueError(f"trace file {path} is stale: its rows do not index the pool {spec.get('pool')}")
+            raise StaleTrace(path, f"is stale: its rows do not index the pool {spec.get('pool')}", "")
         contexts = instance.pool[rows]
     else:
         instance = Instance(record["kind"], arrays["theta"], record["arrival_rate"], record["slack"],
