@@ -81,3 +81,22 @@ def test_sim_speed_samples_the_simulate_jobs_of_a_snakemake_log(tmp_path):
         {"spec": json.loads(spec), "policy": "random", "params": {}, "horizon": 2000, "seed": 7},
     ]
     assert len(sampled_jobs(log, 1, 0)) == 1
+
+
+def test_timeline_counts_the_seconds_short_of_jobs():
+    """Two jobs side by side for two seconds, one alone for three, a second
+    with none, a checkpoint alone: 5 short seconds, one of them empty, blamed
+    on the rules that ran alone."""
+    from cqb.bench.timeline import job_spans, short_seconds
+
+    def stamp(second):
+        return f"[Wed Dec  2 00:00:{second:02d} 2026]"
+
+    lines = [stamp(0), "localrule simulate:", "    jobid: 1", stamp(0), "rule aggregate:", "    jobid: 2",
+             stamp(1), "Finished jobid: 1 (Rule: simulate)", stamp(4), "Finished jobid: 2 (Rule: aggregate)",
+             stamp(6), "localcheckpoint powered_look:", "    jobid: 3", stamp(6), "Finished jobid: 3"]
+    spans = job_spans(lines)
+    assert {job: rule for job, (rule, _, _) in spans.items()} == {1: "simulate", 2: "aggregate", 3: "powered_look"}
+    span, short, empty, blame = short_seconds(spans, 2)
+    assert (span, short, empty) == (7, 5, 1)
+    assert blame == {"aggregate": 3, "powered_look": 1}
