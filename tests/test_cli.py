@@ -137,13 +137,16 @@ def test_cli_pool_that_is_not_an_npz_archive_is_one_line_exit_2(tmp_path, make_p
 
 
 def test_cli_run_on_a_full_disk_is_one_line_exit_2_and_leaves_no_file(tmp_path, monkeypatch, capsys):
-    real_savez = np.savez_compressed
+    real_write = np.lib.format.write_array
+    written = []
 
-    def fill_the_disk(handle, **arrays):
-        real_savez(handle, **{key: arrays[key] for key in list(arrays)[:1]})  # some bytes got out
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    def fill_the_disk(member, array, **options):
+        if written:  # the first array got out, the second finds the disk full
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        written.append(1)
+        return real_write(member, array, **options)
 
-    monkeypatch.setattr(np, "savez_compressed", fill_the_disk)
+    monkeypatch.setattr(np.lib.format, "write_array", fill_the_disk)
     out = tmp_path / "runs" / "full.npz"
     assert main(["run", "--policy", "random", "--seed", "0", "--horizon", "50", "--out", str(out)]) == 2
     lines = capsys.readouterr().err.strip().splitlines()

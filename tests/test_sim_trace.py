@@ -263,24 +263,24 @@ def test_a_trace_cache_that_fails_mid_write_leaves_no_file_and_the_run_plays_on(
     leaves nothing a later job could read; this run plays on the trace it drew."""
     import errno
 
-    real = np.savez_compressed
+    real = np.lib.format.write_array
     calls = []
 
-    def full_disk_once(handle, **arrays):
+    def full_disk_once(member, array, **options):
         calls.append(1)
         if len(calls) > 1:
-            return real(handle, **arrays)
-        handle.write(b"PK\x03\x04 half an archive")
+            return real(member, array, **options)
+        member.write(b"\x93NUMPY half an array")
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(np, "savez_compressed", full_disk_once)
+    monkeypatch.setattr(np.lib.format, "write_array", full_disk_once)
     cache = tmp_path / "traces" / "seed4.npz"
     code, err = _cli_run(tmp_path, capsys, "cached.npz", "--trace-cache", str(cache))
     assert code == 0, err
     assert [line for line in err if "trace cache" in line] == [
         f"cqb: warning: cannot write the trace cache {cache}: No space left on device"]
     assert list(cache.parent.iterdir()) == []
-    monkeypatch.setattr(np, "savez_compressed", real)
+    monkeypatch.setattr(np.lib.format, "write_array", real)
     assert _cli_run(tmp_path, capsys, "drawn.npz")[0] == 0
     _same_run_file(tmp_path / "cached.npz", tmp_path / "drawn.npz")
 

@@ -62,6 +62,14 @@ def preload() -> str:
     from ..sim.policies import registered_policies
 
     registered_policies()
+    # First uses each child would otherwise repeat: the kernel's build check,
+    # and the compiled projection's loading of numpy's BLAS and its own check.
+    import numpy as np
+
+    from ..sim.estimation import compiled_kernel, compiled_projection
+
+    compiled_kernel()
+    compiled_projection(np.ones((2, 2)))
     # Each child parses with its own copy of this parser; one parse of a job's
     # command line here also leaves argparse's compiled patterns cached.
     cli.command_parser().parse_args(["run", "--instance-spec", "{}", "--policy", "oracle", "--params", "{}",

@@ -1272,23 +1272,14 @@ static PyObject *filippi_slsqp(PyObject *Py_UNUSED(module), PyObject *args) {
         return NULL;
     }
     Py_buffer views[7];
+    PyObject *const objects[7] = {X_obj, mle_obj, dinv_obj, x_obj, grad_obj, slack_obj, z_obj};
+    static const int ndims[7] = {2, 1, 2, 1, 1, 1, 1}, writable[7] = {0, 0, 0, 1, 1, 1, 1};
+    static const char *const names[7] = {"X", "mle", "design_inv", "x", "gradient", "slack", "z"};
     int held = 0;
     PyObject *result = NULL, *value_obj = NULL;
     double *scratch = NULL, *evaluated_at = NULL;
-    if (get_doubles(X_obj, &views[held], 2, 0, "X") < 0) goto done;
-    held++;
-    if (get_doubles(mle_obj, &views[held], 1, 0, "mle") < 0) goto done;
-    held++;
-    if (get_doubles(dinv_obj, &views[held], 2, 0, "design_inv") < 0) goto done;
-    held++;
-    if (get_doubles(x_obj, &views[held], 1, 1, "x") < 0) goto done;
-    held++;
-    if (get_doubles(grad_obj, &views[held], 1, 1, "gradient") < 0) goto done;
-    held++;
-    if (get_doubles(slack_obj, &views[held], 1, 1, "slack") < 0) goto done;
-    held++;
-    if (get_doubles(z_obj, &views[held], 1, 1, "z") < 0) goto done;
-    held++;
+    for (; held < 7; held++)
+        if (get_doubles(objects[held], &views[held], ndims[held], writable[held], names[held]) < 0) goto done;
     /* normals: (1, d), Fortran order as SciPy wants it; row 0 is contiguous */
     Py_buffer normals;
     if (PyObject_GetBuffer(normals_obj, &normals, PyBUF_WRITABLE | PyBUF_FORMAT | PyBUF_STRIDES) < 0) goto done;

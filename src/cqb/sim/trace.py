@@ -162,16 +162,17 @@ def spec_text(spec: dict | None) -> str:
 def save_trace(path, instance: Instance, spec: dict | None, horizon: int, seed: int, trace,
                oracle_queue: np.ndarray) -> str:
     """Write the trace file atomically; returns its content hash."""
-    from .runfile import atomic_write
+    from .runfile import write_npz
 
     arrays = trace_arrays(instance, trace, oracle_queue)
     digest = content_hash(arrays)
     metadata = {"format": TRACE_FORMAT, "instance_spec": spec, "horizon": int(horizon), "seed": int(seed),
                 "code_hash": simulation_code_hash(), "content_hash": digest,
                 "instance": _instance_record(instance)}
-    with atomic_write(path) as temporary, open(temporary, "wb") as handle:
-        np.savez_compressed(handle, metadata=np.array(json.dumps(metadata, sort_keys=True)),
-                            **{key: arrays[key] for key in STORED_KEYS})
+    # Stored, not deflated: the contexts are random doubles, which zlib cannot
+    # shrink, and deflating them cost more than drawing them (docs/benchmarks.md).
+    write_npz(path, {"metadata": np.array(json.dumps(metadata, sort_keys=True)),
+                     **{key: arrays[key] for key in STORED_KEYS}}, None)
     return digest
 
 

@@ -95,7 +95,14 @@ class OptimisticScorer:
         self.stale[server] = True
 
 
-class ExplorationUCBPolicy:
+class ScoredPolicy:
+    """What the CQB policies share: each outcome goes to the scorer's estimator."""
+
+    def observe(self, t, job, server, success):
+        self.scorer.update(job, server, success)
+
+
+class ExplorationUCBPolicy(ScoredPolicy):
     """CQB-ε, CQB-ε-Opt and CQB-η-2: forced exploration of the newest job,
     otherwise the optimistic (UCB) pair.
 
@@ -127,9 +134,6 @@ class ExplorationUCBPolicy:
         position, server = self.scorer.optimistic_choice(queue)
         return position, server, False
 
-    def observe(self, t, job, server, success):
-        self.scorer.update(job, server, success)
-
     def compiled_play(self, trace):
         """The whole round loop in the compiled kernel, or None without it."""
         if self.scorer.core is None:
@@ -140,7 +144,7 @@ class ExplorationUCBPolicy:
         return outputs
 
 
-class OptimisticPolicy:
+class OptimisticPolicy(ScoredPolicy):
     """CQB-Opt: the UCB pair in every round."""
 
     def __init__(self, env, contexts, rng, params):
@@ -149,9 +153,6 @@ class OptimisticPolicy:
     def choose(self, t, queue, new_arrival):
         position, server = self.scorer.optimistic_choice(queue)
         return position, server, False
-
-    def observe(self, t, job, server, success):
-        self.scorer.update(job, server, success)
 
     def compiled_play(self, trace):
         """The whole round loop in the compiled kernel, or None without it."""
@@ -179,7 +180,7 @@ def compiled_play(scorer, trace, rng=None, mode=PLAY_OPTIMISTIC, tau=0, explore_
     return outputs, visits
 
 
-class ThompsonPolicy:
+class ThompsonPolicy(ScoredPolicy):
     """CQB-TS: a sampled score per (job, server) pair ("score", default), or a
     sampled θ̃_k ~ N(θ_k, c²β_k²V_k⁻¹) per server and round ("parameter")."""
 
@@ -203,9 +204,6 @@ class ThompsonPolicy:
             scores = logistic(scorer.contexts[queue] @ sampled.T)
         position, server = divmod(int(scores.argmax()), scores.shape[1])
         return position, server, False
-
-    def observe(self, t, job, server, success):
-        self.scorer.update(job, server, success)
 
     def compiled_play(self, trace):
         """The whole round loop in the compiled kernel (the score mode), or None."""
