@@ -183,20 +183,45 @@ static int core_init(Core *self, PyObject *args, PyObject *kwds) {
     return 0;
 }
 
-/* Cholesky factor L (lower, row-major) of the symmetric positive definite a, in place of l. */
+/* Cholesky factor L (lower, row-major) of the symmetric positive definite a, in
+ * place of l. Each entry is the plain loop's sum, in its order (m = 0, 1, …,
+ * j − 1); four rows go through the columns left of their diagonal block
+ * together, so that four independent sums are in flight instead of one. */
 static int cholesky(const double *a, double *l, Py_ssize_t d) {
-    for (Py_ssize_t i = 0; i < d; i++) {
-        for (Py_ssize_t j = 0; j <= i; j++) {
-            double s = a[i * d + j];
-            for (Py_ssize_t m = 0; m < j; m++) s -= l[i * d + m] * l[j * d + m];
-            if (i == j) {
-                if (!(s > 0.0)) return -1;
-                l[i * d + i] = sqrt(s);
+    for (Py_ssize_t i0 = 0; i0 < d; i0 += 4) {
+        const Py_ssize_t rows = d - i0 < 4 ? d - i0 : 4;
+        for (Py_ssize_t j = 0; j < i0; j++) {
+            const double *lj = l + j * d;
+            double s[4];
+            for (Py_ssize_t r = 0; r < rows; r++) s[r] = a[(i0 + r) * d + j];
+            if (rows == 4) {
+                const double *l0 = l + i0 * d, *l1 = l0 + d, *l2 = l1 + d, *l3 = l2 + d;
+                for (Py_ssize_t m = 0; m < j; m++) {
+                    const double v = lj[m];
+                    s[0] -= l0[m] * v;
+                    s[1] -= l1[m] * v;
+                    s[2] -= l2[m] * v;
+                    s[3] -= l3[m] * v;
+                }
             } else {
-                l[i * d + j] = s / l[j * d + j];
+                for (Py_ssize_t r = 0; r < rows; r++)
+                    for (Py_ssize_t m = 0; m < j; m++) s[r] -= l[(i0 + r) * d + m] * lj[m];
             }
+            for (Py_ssize_t r = 0; r < rows; r++) l[(i0 + r) * d + j] = s[r] / lj[j];
         }
-        for (Py_ssize_t j = i + 1; j < d; j++) l[i * d + j] = 0.0;
+        for (Py_ssize_t i = i0; i < i0 + rows; i++) {
+            for (Py_ssize_t j = i0; j <= i; j++) {
+                double s = a[i * d + j];
+                for (Py_ssize_t m = 0; m < j; m++) s -= l[i * d + m] * l[j * d + m];
+                if (i == j) {
+                    if (!(s > 0.0)) return -1;
+                    l[i * d + i] = sqrt(s);
+                } else {
+                    l[i * d + j] = s / l[j * d + j];
+                }
+            }
+            for (Py_ssize_t j = i + 1; j < d; j++) l[i * d + j] = 0.0;
+        }
     }
     return 0;
 }
@@ -218,25 +243,69 @@ static void cholesky_solve(const double *l, double *b, Py_ssize_t d) {
 /* out = a⁻¹ for a symmetric positive definite a, by Cholesky: L⁻¹ column by
  * column (L y = e_j has y_i = 0 for i < j), then a⁻¹ = L⁻ᵀL⁻¹ with each entry
  * computed once for both triangles, so the result is exactly symmetric (the
- * numpy path symmetrises its inverse instead). a is overwritten. */
+ * numpy path symmetrises its inverse instead). a is overwritten. Every sum
+ * runs in the order of the plain loops (m increasing from its first term);
+ * out holds L⁻¹ transposed meanwhile (row j is column j of L⁻¹), so that the
+ * sums read rows, four columns of L⁻¹ or four entries of a⁻¹ at a time. */
 static int symmetric_inverse(double *a, double *out, double *l, Py_ssize_t d) {
     if (cholesky(a, l, d) < 0) return -1;
-    for (Py_ssize_t j = 0; j < d; j++) {
-        for (Py_ssize_t i = 0; i < j; i++) out[i * d + j] = 0.0;
-        out[j * d + j] = 1.0 / l[j * d + j];
-        for (Py_ssize_t i = j + 1; i < d; i++) {
-            double s = 0.0;
-            for (Py_ssize_t m = j; m < i; m++) s -= l[i * d + m] * out[m * d + j];
-            out[i * d + j] = s / l[i * d + i];
+    double *y = out; /* y[j * d + m] = (L⁻¹)[m][j], for m ≥ j */
+    for (Py_ssize_t j0 = 0; j0 < d; j0 += 4) {
+        const Py_ssize_t cols = d - j0 < 4 ? d - j0 : 4, last = j0 + cols - 1;
+        for (Py_ssize_t c = j0; c <= last; c++) y[c * d + c] = 1.0 / l[c * d + c];
+        for (Py_ssize_t i = j0 + 1; i <= last; i++) /* rows inside the block */
+            for (Py_ssize_t c = j0; c < i; c++) {
+                double s = 0.0;
+                for (Py_ssize_t m = c; m < i; m++) s -= l[i * d + m] * y[c * d + m];
+                y[c * d + i] = s / l[i * d + i];
+            }
+        for (Py_ssize_t i = last + 1; i < d; i++) {
+            const double *li = l + i * d;
+            double s[4] = {0.0, 0.0, 0.0, 0.0};
+            for (Py_ssize_t r = 0; r < cols; r++) /* each column's terms before the shared range */
+                for (Py_ssize_t m = j0 + r; m < last; m++) s[r] -= li[m] * y[(j0 + r) * d + m];
+            if (cols == 4) {
+                const double *y0 = y + j0 * d, *y1 = y0 + d, *y2 = y1 + d, *y3 = y2 + d;
+                for (Py_ssize_t m = last; m < i; m++) {
+                    const double v = li[m];
+                    s[0] -= v * y0[m];
+                    s[1] -= v * y1[m];
+                    s[2] -= v * y2[m];
+                    s[3] -= v * y3[m];
+                }
+            } else {
+                for (Py_ssize_t r = 0; r < cols; r++)
+                    for (Py_ssize_t m = last; m < i; m++) s[r] -= li[m] * y[(j0 + r) * d + m];
+            }
+            for (Py_ssize_t r = 0; r < cols; r++) y[(j0 + r) * d + i] = s[r] / li[i];
         }
     }
-    for (Py_ssize_t i = 0; i < d; i++)
-        for (Py_ssize_t j = i; j < d; j++) {
-            double s = 0.0;
-            for (Py_ssize_t m = j; m < d; m++) s += out[m * d + i] * out[m * d + j];
-            a[i * d + j] = s;
-            a[j * d + i] = s;
+    for (Py_ssize_t i = 0; i < d; i++) {
+        const double *yi = y + i * d;
+        for (Py_ssize_t j0 = i; j0 < d; j0 += 4) {
+            const Py_ssize_t cols = d - j0 < 4 ? d - j0 : 4, last = j0 + cols - 1;
+            double s[4] = {0.0, 0.0, 0.0, 0.0};
+            for (Py_ssize_t r = 0; r < cols; r++)
+                for (Py_ssize_t m = j0 + r; m < last; m++) s[r] += yi[m] * y[(j0 + r) * d + m];
+            if (cols == 4) {
+                const double *y0 = y + j0 * d, *y1 = y0 + d, *y2 = y1 + d, *y3 = y2 + d;
+                for (Py_ssize_t m = last; m < d; m++) {
+                    const double v = yi[m];
+                    s[0] += v * y0[m];
+                    s[1] += v * y1[m];
+                    s[2] += v * y2[m];
+                    s[3] += v * y3[m];
+                }
+            } else {
+                for (Py_ssize_t r = 0; r < cols; r++)
+                    for (Py_ssize_t m = last; m < d; m++) s[r] += yi[m] * y[(j0 + r) * d + m];
+            }
+            for (Py_ssize_t r = 0; r < cols; r++) {
+                a[i * d + j0 + r] = s[r];
+                a[(j0 + r) * d + i] = s[r];
+            }
         }
+    }
     memcpy(out, a, sizeof(double) * (size_t)(d * d));
     return 0;
 }
