@@ -11,7 +11,7 @@ from cqb.analysis.claims import (HOLDS, FAILS, claims_markdown, claims_readings,
                                  with_marks, with_powered)
 from cqb.sim.code_hash import simulation_code_hash
 from cqb.io.files import atomic_write_text
-from cqb.pipeline.results import markdown_table, provenance, provenance_line, results_summary
+from cqb.pipeline.results import markdown_table, pool_checksums, provenance, provenance_line, results_summary
 from cqb.analysis.summaries import instance_statistics, read_curves_table, read_runs_table
 from cqb.analysis.tuning import mismatches
 
@@ -38,6 +38,7 @@ def main(smk):
         record = provenance(smk.config, simulation_code_hash(),
                             {h for table in runs.values() for h in table["code_hash"] if h}, __version__)
         record["claims_registry_hash"] = smk.params.registry_hash
+        record["pool_files"] = pool_checksums(smk.input.get("pools", []))
         table = evaluate_claims(smk.params.specs, runs, smk.params.margins)
         powered_readings = None
         if smk.input.get("powered_readings"):

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from cqb.pipeline.results import (TIMING_COLUMNS, BEGIN, END, config_hash, generated_block, provenance, publish,
-                         splice, time_command, timings_markdown)
+from cqb.pipeline.results import (TIMING_COLUMNS, BEGIN, END, config_hash, generated_block, pool_checksums,
+                         provenance, publish, splice, time_command, timings_markdown)
 
 
 def test_provenance_refuses_runs_of_other_code():
@@ -20,6 +20,22 @@ def test_provenance_refuses_runs_of_other_code():
         provenance(config, "abc", {"def"}, "0.1")
     assert config_hash({"a": 1, "b": [2]}) == config_hash({"b": [2], "a": 1})
     assert config_hash({"a": 1}) != config_hash({"a": 2})
+
+
+def test_pool_checksums_name_each_file_and_change_with_its_last_byte(tmp_path):
+    """The provenance's pool checksums: one per file, sorted by path, the
+    SHA-256 of the bytes (a file read in blocks), different when one byte is."""
+    import hashlib
+
+    first, second = tmp_path / "b.npz", tmp_path / "a.npz"
+    first.write_bytes(b"x" * (3 << 20))
+    second.write_bytes(b"pool")
+    checksums = pool_checksums([first, second])
+    assert list(checksums) == [str(second), str(first)]
+    assert checksums[str(first)] == hashlib.sha256(b"x" * (3 << 20)).hexdigest()[:16]
+    first.write_bytes(b"x" * ((3 << 20) - 1) + b"y")
+    assert pool_checksums([first])[str(first)] != checksums[str(first)]
+    assert pool_checksums([]) == {}
 
 
 def test_splice_replaces_only_its_block():

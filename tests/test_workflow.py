@@ -129,6 +129,9 @@ def test_smoke_run_builds_the_claims_table_with_provenance(smoke_run):
     assert "| claim |" in (figures / "claims.md").read_text()
     record = json.loads((figures / "provenance.json").read_text())
     assert record["code_hash"] == simulation_code_hash() and len(record["claims_registry_hash"]) == 16
+    # the processed pools the runs played on, each with its checksum
+    assert any("mnist" in path for path in record["pool_files"])
+    assert all(len(checksum) == 16 for checksum in record["pool_files"].values())
     results = (figures / "results.md").read_text()
     assert "**synthetic_base**" in results and "Instances of **synthetic_slack**" in results
     tuning = pd.read_csv(figures / "tuning.tsv", sep="\t")

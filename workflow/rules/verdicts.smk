@@ -66,12 +66,18 @@ if TUNING_EXPERIMENTS:
             "../../scripts/tuning.py"
 
 
+# The processed pool files the plan's runs play on: their checksums go into
+# the results' provenance (a pool fitted elsewhere can differ in its last bits).
+POOL_FILES = sorted({run.instance["pool"] for run in PLAN.runs.values() if run.instance["kind"] == "pool"})
+
+
 rule claims:
     localrule: True
     priority: 10
     input:
         runs=[RUNS_TABLE.format(experiment=e) for e in claim_experiments(CLAIM_SPECS)],
         curves=[CURVES_TABLE.format(experiment=e) for e in SUMMARY_EXPERIMENTS],
+        pools=POOL_FILES,
         tuning=f"{RESULTS}/tuning/choices.tsv" if TUNING_EXPERIMENTS else [],
         powered=POWERED_TABLE if POWERED else [],
         powered_readings=POWERED_READINGS if POWERED else [],

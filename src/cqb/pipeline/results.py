@@ -57,6 +57,19 @@ def provenance(config: dict, code_hash: str, run_code_hashes: set[str], version:
     return {"code_hash": code_hash, "config_hash": config_hash(config), "cqb_version": version}
 
 
+def pool_checksums(paths) -> dict[str, str]:
+    """path -> SHA-256 (16 hex digits) of each processed pool file a result
+    played on: the runs depend on its θ* and rows to the last bit."""
+    checksums = {}
+    for path in sorted(map(str, paths)):
+        digest = hashlib.sha256()
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        checksums[path] = digest.hexdigest()[:16]
+    return checksums
+
+
 def results_summary(curves: dict[str, pd.DataFrame], display_names: dict, descriptions: dict) -> str:
     """Markdown: per experiment, one row per curve with its final regret,
     median, tail regret and stalled runs (from :func:`cqb.analysis.summaries.curve_summaries`)."""
