@@ -2,7 +2,8 @@
 
 The pipeline's ``claims`` rule writes the claims table and a results summary
 (per experiment and policy: final Q(T), the median, the stalled runs) with a
-provenance record: the simulation code hash and a hash of the config. The
+provenance record: the simulation code hash, a hash of the config and the
+checksums of the processed pool files the runs played on. The
 ``cqb publish`` command copies them into ``docs/results/`` and splices them
 into the README between markers, so no number in the README is typed by hand;
 a test fails when the committed code hash is not the current code's.
