@@ -8,19 +8,17 @@ looks finished.
 
 from __future__ import annotations
 
-import hashlib
 import http.client
 import os
 import shutil
 import urllib.request
 from pathlib import Path
 
-from ..io.files import atomic_write
+from ..io.files import CHUNK_BYTES, atomic_write, file_digest  # noqa: F401 (file_digest: part of this module's API)
 
 # torchvision looks for the archives under <root>/MNIST/raw/.
 MNIST_RAW_SUBDIR = Path("MNIST") / "raw"
 
-_CHUNK_BYTES = 1 << 20
 _DOWNLOAD_TIMEOUT_SECONDS = 60
 
 
@@ -56,23 +54,14 @@ class ChecksumError(FetchError, ValueError):
         )
 
 
-def file_digest(path: str | os.PathLike, algorithm: str = "sha256") -> str:
-    """Hex digest of a file, read in chunks."""
-    digest = hashlib.new(algorithm)
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(_CHUNK_BYTES), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _copy_source_to(handle, url: str, mirror_path: Path | None) -> None:
     if mirror_path is not None:
         with open(mirror_path, "rb") as source:
-            shutil.copyfileobj(source, handle, _CHUNK_BYTES)
+            shutil.copyfileobj(source, handle, CHUNK_BYTES)
         return
     request = urllib.request.Request(url, headers={"User-Agent": "cqb-data-fetch"})
     with urllib.request.urlopen(request, timeout=_DOWNLOAD_TIMEOUT_SECONDS) as response:
-        shutil.copyfileobj(response, handle, _CHUNK_BYTES)
+        shutil.copyfileobj(response, handle, CHUNK_BYTES)
 
 
 def _network_reason(error: Exception) -> str:

@@ -27,7 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..analysis.formatting import format_number
-from ..io.files import atomic_write, atomic_write_text
+from ..io.files import atomic_write, atomic_write_text, file_digest
 
 BEGIN = "<!-- generated:{name} begin (cqb publish; do not edit) -->"
 END = "<!-- generated:{name} end -->"
@@ -61,14 +61,7 @@ def provenance(config: dict, code_hash: str, run_code_hashes: set[str], version:
 def pool_checksums(paths) -> dict[str, str]:
     """path -> SHA-256 (16 hex digits) of each processed pool file a result
     played on: the runs depend on its θ* and rows to the last bit."""
-    checksums = {}
-    for path in sorted(map(str, paths)):
-        digest = hashlib.sha256()
-        with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-        checksums[path] = digest.hexdigest()[:16]
-    return checksums
+    return {path: file_digest(path)[:16] for path in sorted(map(str, paths))}
 
 
 def results_summary(curves: dict[str, pd.DataFrame], display_names: dict, descriptions: dict) -> str:
