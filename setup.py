@@ -1,6 +1,7 @@
-"""The compiled parts: the kernel (src/cqb/sim/_kernel.c) and the job client
-of the run server (src/cqb/jobs/client.c, an executable beside its source);
-everything else is in pyproject.toml."""
+"""The compiled parts: the simulation core (src/cqb/sim/_core.py, compiled by
+Cython in pure-Python mode) and the job client of the run server
+(src/cqb/jobs/client.c, an executable beside its source); everything else is
+in pyproject.toml."""
 
 import hashlib
 from pathlib import Path
@@ -8,25 +9,43 @@ from pathlib import Path
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-SOURCE = "src/cqb/sim/_kernel.c"
-# Baked into the module, so that cqb refuses a build older than the source it hashes.
-SOURCE_HASH = hashlib.sha256((Path(__file__).parent / SOURCE).read_bytes()).hexdigest()
+ROOT = Path(__file__).parent
+CORE_SOURCE = "src/cqb/sim/_core.py"
+# Written beside the compiled module, so that cqb refuses a build older than
+# the source it hashes (cqb.sim.core).
+CORE_BUILD_RECORD = "src/cqb/sim/_core.sha256"
 CLIENT_SOURCE = "src/cqb/jobs/client.c"
 CLIENT_NAME = "job-client"  # cqb.jobs.client.CLIENT_BINARY
 
 
-class BuildWithJobClient(build_ext):
-    """The extension, then the job client with the same compiler. A client
-    that does not build is a warning, not a failed install: without it the
-    workflow's jobs run `cqb run` (docs/jobs.md)."""
+def core_extension():
+    from Cython.Build import cythonize
+
+    return cythonize(
+        [Extension("cqb.sim._core", [CORE_SOURCE],
+                   # No FMA contraction: the same sums on every x86-64/arm64 target.
+                   extra_compile_args=["-O3", "-ffp-contract=off"])],
+        build_dir="build/cython",  # the generated C stays out of the source tree
+        compiler_directives={"language_level": 3, "boundscheck": False, "wraparound": False,
+                             "initializedcheck": False, "cdivision": True, "embedsignature": True},
+    )
+
+
+class BuildCoreAndJobClient(build_ext):
+    """The core, its build record, then the job client with the same
+    compiler. A client that does not build is a warning, not a failed
+    install: without it the workflow's jobs run `cqb run` (docs/jobs.md)."""
 
     def run(self):
         super().run()
         from distutils.errors import CCompilerError, DistutilsError
 
         # where the extension's package lands: the source tree for an editable install
+        sim_folder = Path(self.get_ext_fullpath("cqb.sim._core")).parent
+        source_hash = hashlib.sha256((ROOT / CORE_SOURCE).read_bytes()).hexdigest()
+        (sim_folder / Path(CORE_BUILD_RECORD).name).write_text(source_hash + "\n")
         folder = Path(self.get_ext_fullpath("cqb.jobs.job_client")).parent
-        client_hash = hashlib.sha256((Path(__file__).parent / CLIENT_SOURCE).read_bytes()).hexdigest()
+        client_hash = hashlib.sha256((ROOT / CLIENT_SOURCE).read_bytes()).hexdigest()
         try:
             objects = self.compiler.compile([CLIENT_SOURCE], output_dir=self.build_temp,
                                             macros=[("CLIENT_SOURCE_HASH", f'"{client_hash}"')],
@@ -36,12 +55,4 @@ class BuildWithJobClient(build_ext):
             self.warn(f"the run server's job client was not built ({error}); jobs will use `cqb run`")
 
 
-setup(
-    ext_modules=[Extension(
-        "cqb.sim._kernel", [SOURCE],
-        define_macros=[("KERNEL_SOURCE_HASH", f'"{SOURCE_HASH}"')],
-        # No FMA contraction: the same sums on every x86-64/arm64 target (docs/benchmarks.md).
-        extra_compile_args=["-O2", "-ffp-contract=off"],
-    )],
-    cmdclass={"build_ext": BuildWithJobClient},
-)
+setup(ext_modules=core_extension(), cmdclass={"build_ext": BuildCoreAndJobClient})

@@ -55,21 +55,15 @@ def preload() -> str:
     from .. import cli
 
     cli.pin_blas_to_one_thread()  # before numpy: the children inherit one BLAS thread
-    import scipy.optimize  # noqa: F401 (the projection of the CQB estimates)
-
     from ..sim import runfile, simulate  # noqa: F401
     from ..sim.code_hash import simulation_code_hash
     from ..sim.policies import registered_policies
 
     registered_policies()
-    # First uses each child would otherwise repeat: the kernel's build check,
-    # and the compiled projection's loading of numpy's BLAS and its own check.
-    import numpy as np
+    # A first use each child would otherwise repeat: the core's build check.
+    from ..sim.core import core
 
-    from ..sim.estimation import compiled_kernel, compiled_projection
-
-    compiled_kernel()
-    compiled_projection(np.ones((2, 2)))
+    core()
     # Each child parses with its own copy of this parser; one parse of a job's
     # command line here also leaves argparse's compiled patterns cached.
     cli.command_parser().parse_args(["run", "--instance-spec", "{}", "--policy", "oracle", "--params", "{}",

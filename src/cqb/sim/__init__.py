@@ -1,10 +1,13 @@
 """The simulation core: everything ``cqb run`` executes to produce a run file.
 
-``rng`` (the seed streams), ``instances`` (θ*, λ, contexts), ``estimation``
-(the logistic MLE and its width; ``_kernel.c``, its compiled per-round work),
-``policies`` (the registry, the parameter dataclasses, the CQB family and the
-baselines), ``simulate`` (the round loop, policy and oracle on common random
-numbers), ``runfile`` (the run-file format) and ``code_hash``.
+``_core`` (the hot loops, written once in Python and compiled by Cython: the
+round loop, the estimators, the cached scores, the policies' choosers, Filippi's
+projection, the sampler's screen) and ``core`` (its build check); ``rng`` (the
+seed streams), ``instances`` (θ*, λ, contexts), ``estimation`` (the
+estimator's parameters), ``policies`` (the registry, the parameter
+dataclasses, the CQB family and the baselines), ``simulate`` (policy and
+oracle on common random numbers), ``trace`` (the common random numbers),
+``runfile`` (the run-file format) and ``code_hash``.
 
 Every source file here is hashed into the code hash that run files record
 (:mod:`cqb.sim.code_hash`), and nothing outside: these modules import nothing

@@ -16,7 +16,7 @@ from pathlib import Path
 SIMULATION_ROOT = Path(__file__).parent
 # Sources only: build products (the compiled kernel's .so, __pycache__) differ
 # between machines that run the same code.
-SOURCE_SUFFIXES = (".py", ".c")
+SOURCE_SUFFIXES = (".py",)
 
 
 def source_files(root: Path) -> list[Path]:

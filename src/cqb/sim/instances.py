@@ -178,15 +178,12 @@ SCREEN_SLOP = 1e-11
 def _accepted(raw: np.ndarray, theta: np.ndarray, threshold: float) -> np.ndarray:
     """``_passes(raw / ‖raw‖, theta, threshold)`` for raw draws, without the unit
     rows: the compiled screen decides every row clearly inside or outside the
-    cut and the numpy reference the rest (a handful per million draws). The
-    numpy reference alone where the kernel is not built."""
-    kernel = _screen_kernel()
-    if kernel is None:
-        return _passes(raw / _row_norms(raw)[:, None], theta, threshold)
+    cut and the numpy reference the rest (a handful per million draws)."""
+    from .core import core
     cut = math.log(threshold) - math.log1p(-threshold)
     band = 1e-9 * (1.0 + abs(cut)) + SCREEN_SLOP * (1.0 + abs(cut))  # _passes's margin, widened
     codes = np.empty(raw.shape[0], dtype=np.uint8)
-    kernel.screen_contexts(np.ascontiguousarray(raw), np.ascontiguousarray(theta, dtype=np.float64),
+    core().screen_contexts(np.ascontiguousarray(raw), np.ascontiguousarray(theta, dtype=np.float64),
                            cut - band, cut + band, codes)
     accepted = codes == 1
     undecided = np.flatnonzero(codes == 2)
@@ -194,14 +191,6 @@ def _accepted(raw: np.ndarray, theta: np.ndarray, threshold: float) -> np.ndarra
         rows = raw[undecided]
         accepted[undecided] = _passes(rows / _row_norms(rows)[:, None], theta, threshold)
     return accepted
-
-
-def _screen_kernel():
-    try:
-        from .estimation import compiled_kernel
-        return compiled_kernel()
-    except ImportError:
-        return None
 
 
 def synthetic_instance(

@@ -12,7 +12,6 @@ from a trace cache that the first run of the seed draws (:func:`cached_trace`).
 from __future__ import annotations
 
 import contextlib
-import heapq
 import math
 import os
 import sys
@@ -21,6 +20,7 @@ from dataclasses import asdict, dataclass, field, is_dataclass
 import numpy as np
 
 from .. import __version__
+from .core import core
 from .instances import Instance, check_positive_int, instance_from_spec
 from .policies import PolicyEnv, get_spec, make_policy
 from .rng import check_seed, stream
@@ -37,69 +37,28 @@ class PolicyRun:
 
 
 def run_policy(policy, trace: Trace, record: dict | None = None) -> PolicyRun:
-    """Play one policy on a trace.
+    """Play one policy on a trace, through the round loop of cqb.sim._core
+    (play_rounds): a built-in policy's compiled chooser, or any other policy's
+    choose/observe called from it.
 
     ``record``, if a dict, receives what the loop actually consumed, for tests
     of the common random numbers: "arrivals" (A(t) of every round) and, per
     round with a decision, "rounds" (t), "new_arrival" (the flag the policy
     saw), "jobs" (the served arrival id) and "service" (the uniform U₂(t) used).
+    The policy is then called through its Python methods.
     """
-    # The compiled kernel's copy of this loop, where the policy has one (a
-    # record needs the loop below, which is also the compiled one's reference).
-    compiled = getattr(policy, "compiled_play", None)
-    if compiled is not None and record is None:
-        outputs = compiled(trace)
-        if outputs is not None:
-            return PolicyRun(*outputs)
-    horizon = trace.arrivals.shape[0]
-    queue = np.empty(horizon + 1, dtype=np.int64)  # arrival ids, oldest first
-    length = 0
-    next_id = 0
-    queue_length = np.zeros(horizon, dtype=np.int64)
-    gap = np.full(horizon, np.nan)
-    explored = np.zeros(horizon, dtype=bool)
-    departures = np.zeros(horizon, dtype=bool)
-    arrivals = trace.arrivals.tolist()
-    service = trace.service_uniforms.tolist()
-    true_means = trace.true_means
-    best_mean = true_means.max(axis=1).tolist()  # [] when nothing arrives
-    # The best true mean in the queue, for the gap: a max-heap of the waiting
-    # jobs' best means, departed jobs dropped lazily when they reach the top
-    # (one numpy max over the queue per round cost more than the policy's loop).
-    best_waiting: list[tuple[float, int]] = []
-    departed = [False] * len(best_mean)
-    recording = record is not None
-    if recording:
-        record.update(arrivals=arrivals, rounds=[], new_arrival=[], jobs=[], service=[])
-    for t in range(1, horizon + 1):
-        queue_length[t - 1] = length
-        if length:
-            waiting = queue[:length]
-            new_arrival = t >= 2 and arrivals[t - 2]
-            position, server, explored[t - 1] = policy.choose(t, waiting, new_arrival)
-            job = int(waiting[position])
-            chosen_mean = true_means[job, server]
-            while departed[best_waiting[0][1]]:
-                heapq.heappop(best_waiting)
-            gap[t - 1] = -best_waiting[0][0] - chosen_mean
-            success = service[t - 1] <= chosen_mean
-            if recording:
-                record["rounds"].append(t)
-                record["new_arrival"].append(new_arrival)
-                record["jobs"].append(job)
-                record["service"].append(service[t - 1])
-            policy.observe(t, job, server, success)
-            if success:
-                departures[t - 1] = True
-                departed[job] = True
-                queue[position:length - 1] = queue[position + 1:length]
-                length -= 1
-        if arrivals[t - 1]:
-            queue[length] = next_id
-            heapq.heappush(best_waiting, (-best_mean[next_id], next_id))
-            next_id += 1
-            length += 1
-    return PolicyRun(queue_length, gap, explored, departures)
+    the_core = core()
+    chooser = getattr(policy, "chooser", None)
+    if record is not None:
+        record.update(arrivals=trace.arrivals.tolist(), rounds=[], new_arrival=[], jobs=[])
+        chooser = the_core.PolicyChooser(policy, record)
+    elif chooser is None:
+        chooser = the_core.PolicyChooser(policy)
+    outputs = the_core.play_rounds(chooser, trace.arrivals, trace.service_uniforms, trace.true_means)
+    if record is not None:
+        service = trace.service_uniforms
+        record["service"] = [float(service[t - 1]) for t in record["rounds"]]
+    return PolicyRun(*outputs)
 
 
 @dataclass

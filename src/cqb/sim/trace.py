@@ -86,27 +86,13 @@ def draw_trace(instance: Instance, horizon: int, seed: int) -> Trace:
     return Trace(arrivals, contexts, service, instance.service_probabilities(contexts), rows)
 
 
-def loop_arrays(trace: Trace) -> tuple[tuple, tuple]:
-    """What the compiled round loops (cqb.sim._kernel) take: the trace's
-    (arrivals, service uniforms, true means, best true mean per arrival) as
-    contiguous arrays, and the PolicyRun's (queue length, gap, explored,
-    departures), filled for rounds without a decision."""
-    horizon = trace.arrivals.shape[0]
-    true_means = np.ascontiguousarray(trace.true_means, dtype=np.float64)
-    inputs = (np.ascontiguousarray(trace.arrivals, dtype=bool),
-              np.ascontiguousarray(trace.service_uniforms, dtype=np.float64), true_means,
-              np.ascontiguousarray(true_means.max(axis=1)))
-    outputs = (np.zeros(horizon, dtype=np.int64), np.full(horizon, np.nan), np.zeros(horizon, dtype=bool),
-               np.zeros(horizon, dtype=bool))
-    return inputs, outputs
-
-
 def oracle_queue(trace: Trace) -> np.ndarray:
     """Q*(t), t = 1..T: the optimal policy π* (policies.baselines.OraclePolicy:
     the waiting job of highest best true mean, the earliest arrival on ties,
     at its best server) played on ``trace`` with a heap keyed (−mean, arrival
     id) instead of a scan of the queue per round: the same choices, so the
-    same path (tests/test_simulate.py compares it with run_policy's)."""
+    same path (tests/test_sim_simulate.py compares it with the oracle policy
+    played through the round loop)."""
     horizon = trace.arrivals.shape[0]
     best_mean = trace.true_means.max(axis=1).tolist()
     arrivals = trace.arrivals.tolist()

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ..estimation import EstimatorConfig
+from ..estimation import check_estimator_params
 
 
 @dataclass(frozen=True)
@@ -55,9 +55,6 @@ class EstimatorParams:
     newton_max_iter: int = 25
     refit_growth: float = 0.2
     refit_min_samples: int = 10
-    # "compiled" (C, cqb/sim/_kernel.c) or "numpy" (the reference implementation):
-    # the same arithmetic, results equal up to rounding (docs/benchmarks.md)
-    kernel: str = "compiled"
 
     def resolve(self, env: PolicyEnv):
         changes = {}
@@ -77,16 +74,8 @@ class EstimatorParams:
         if not (self.bonus_scale >= 0 and math.isfinite(self.bonus_scale)):
             raise ValueError(f"bonus_scale must be a non-negative number, got {self.bonus_scale!r}")
         resolved = _replace(self, **changes)
-        resolved.estimator_config()  # validates the rest
+        check_estimator_params(resolved)  # the estimator reads these fields by name
         return resolved
-
-    def estimator_config(self) -> EstimatorConfig:
-        return EstimatorConfig(reg=self.reg, kappa=self.kappa, delta=self.delta,
-                               norm_bound=self.norm_bound, projection=self.projection,
-                               design_reg=self.design_reg, newton_tol=self.newton_tol,
-                               newton_max_iter=self.newton_max_iter,
-                               refit_growth=self.refit_growth,
-                               refit_min_samples=self.refit_min_samples, kernel=self.kernel)
 
 
 def _replace(obj, **changes):
