@@ -173,6 +173,80 @@ def weighted_gram(x: cython.double[::1], xo: cython.Py_ssize_t, w: cython.double
 
 @cython.cfunc
 @cython.exceptval(check=False)
+def newton_pass(x: cython.double[::1], xo: cython.Py_ssize_t, y: cython.double[::1], yo: cython.Py_ssize_t,
+                n: cython.Py_ssize_t, d: cython.Py_ssize_t, theta: cython.double[::1], to: cython.Py_ssize_t,
+                reg: cython.double, grad: cython.double[::1], with_grad: cython.bint, h: cython.double[::1],
+                index: cython.Py_ssize_t[::1]) -> cython.void:
+    """One pass over the n samples (rows x[xo:], outcomes y[yo:]) at θ = theta[to:]:
+    the Hessian h = Σ μ̇_i x_i x_iᵀ + λ₀I of the regularised log-loss and, if
+    ``with_grad``, its gradient Σ (μ_i − y_i) x_i + λ₀θ into grad; each row
+    over its non-zero entries only."""
+    i: cython.Py_ssize_t
+    a: cython.Py_ssize_t
+    b: cython.Py_ssize_t
+    p: cython.Py_ssize_t
+    q: cython.Py_ssize_t
+    m: cython.Py_ssize_t
+    row: cython.Py_ssize_t
+    linear: cython.double
+    mu: cython.double
+    wi: cython.double
+    wa: cython.double
+    r: cython.double
+    for a in range(d * d):
+        h[a] = 0.0
+    if with_grad:
+        for a in range(d):
+            grad[a] = reg * theta[to + a]
+    for i in range(n):
+        row = xo + i * d
+        m = nonzeros(x, row, d, index)
+        if 2 * m > d:
+            linear = dot(x, row, theta, to, d)
+        else:
+            linear = 0.0
+            for p in range(m):
+                linear += x[row + index[p]] * theta[to + index[p]]
+        mu = logistic(linear)
+        wi = mu * (1.0 - mu)
+        if with_grad:
+            r = mu - y[yo + i]
+            for p in range(m):
+                grad[index[p]] += r * x[row + index[p]]
+        if m == d:
+            for a in range(d):
+                wa = wi * x[row + a]
+                for b in range(a, d):
+                    h[a * d + b] += wa * x[row + b]
+        else:
+            for p in range(m):
+                a = index[p]
+                wa = wi * x[row + a]
+                for q in range(p, m):
+                    h[a * d + index[q]] += wa * x[row + index[q]]
+    for a in range(d):
+        h[a * d + a] += reg
+        for b in range(a + 1, d):
+            h[b * d + a] = h[a * d + b]
+
+
+@cython.cfunc
+@cython.exceptval(check=False)
+def subtract_outer(mat: cython.double[::1], mo: cython.Py_ssize_t, u: cython.double[::1],
+                   d: cython.Py_ssize_t) -> cython.void:
+    """M −= u uᵀ for the d×d M at mat[mo:]: both triangles from the same
+    products, so a symmetric M stays exactly symmetric."""
+    a: cython.Py_ssize_t
+    b: cython.Py_ssize_t
+    ua: cython.double
+    for a in range(d):
+        ua = u[a]
+        for b in range(d):
+            mat[mo + a * d + b] -= ua * u[b]
+
+
+@cython.cfunc
+@cython.exceptval(check=False)
 def cholesky(a: cython.double[::1], l: cython.double[::1], d: cython.Py_ssize_t) -> cython.bint:
     """L (lower, row-major, in l) with L Lᵀ = a for a symmetric positive
     definite d×d a; False if a is not (numerically) positive definite."""
@@ -510,6 +584,8 @@ class Estimator:
     _w: cython.double[::1]
     _index: cython.Py_ssize_t[::1]
     _projection: Projection
+    _versions: cython.longlong[::1]  # rank-one updates of V_k⁻¹ so far
+    _last_u: cython.double[::1]      # (K, d): the last one's u, V_k⁻¹ −= u uᵀ
 
     def __init__(self, n_servers: cython.Py_ssize_t, dim: cython.Py_ssize_t, capacity: cython.Py_ssize_t, params):
         d: cython.Py_ssize_t = dim
@@ -554,6 +630,8 @@ class Estimator:
         self._w = np.zeros(max(capacity, 1))
         self._index = np.zeros(d, dtype=np.intp)
         self._projection = Projection(d, capacity)
+        self._versions = np.zeros(n_servers, dtype=np.int64)
+        self._last_u = np.zeros(n_servers * d)
         self.refits = 0
         self.projections = 0
         k: cython.Py_ssize_t
@@ -592,6 +670,7 @@ class Estimator:
         self._n[k] = n
         refitted: cython.bint = n >= self._next[k]
         if refitted:
+            self.rank_one(k, xs, xo, 0.0)  # V⁻¹ only: the refit rebuilds H⁻¹
             self.refit(k)
             growth = cython.cast(cython.longlong, ceil(n * self.refit_growth))
             self._next[k] = n + 1 if n < self.refit_min_samples else n + max(growth, 1)
@@ -615,8 +694,9 @@ class Estimator:
 
     @cython.cfunc
     def refit(self, k: cython.Py_ssize_t) -> cython.void:
-        """Warm-started Newton on server k's data to newton_tol, then V⁻¹ and H⁻¹
-        rebuilt from the data (this resets the rank-one updates' rounding)."""
+        """Warm-started Newton on server k's data to newton_tol, then H⁻¹ rebuilt
+        from the data at the new θ̂ (V⁻¹ needs no rebuild: V only grows, and
+        its Sherman–Morrison updates are exact up to rounding)."""
         d: cython.Py_ssize_t = self.dim
         n: cython.Py_ssize_t = self._n[k]
         xo: cython.Py_ssize_t = k * self.capacity * d
@@ -630,15 +710,8 @@ class Estimator:
         r: cython.double
         longest: cython.double
         for it in range(self.newton_max_iter):
-            for a in range(d):
-                self._grad[a] = self.reg * self._mle[to + a]
-            for i in range(n):
-                p = logistic(dot(self._x, xo + i * d, self._mle, to, d))
-                r = p - self._y[yo + i]
-                self._w[i] = p * (1.0 - p)
-                for a in range(d):
-                    self._grad[a] += r * self._x[xo + i * d + a]
-            weighted_gram(self._x, xo, self._w, True, n, d, self.reg, self._h, self._index)
+            newton_pass(self._x, xo, self._y, yo, n, d, self._mle, to, self.reg, self._grad, True, self._h,
+                        self._index)
             if not cholesky(self._h, self._l, d):
                 raise ArithmeticError(f"server {k}'s Hessian is not positive definite")
             cholesky_solve(self._l, self._grad, d)  # the Newton step
@@ -648,15 +721,10 @@ class Estimator:
                 longest = max(longest, fabs(self._grad[a]))
             if longest < self.newton_tol:  # the next step would be quadratically shorter
                 break
-        for i in range(n):
-            p = logistic(dot(self._x, xo + i * d, self._mle, to, d))
-            self._w[i] = p * (1.0 - p)
-        weighted_gram(self._x, xo, self._w, True, n, d, self.reg, self._h, self._index)
+        newton_pass(self._x, xo, self._y, yo, n, d, self._mle, to, self.reg, self._grad, False, self._h,
+                    self._index)
         if not spd_inverse(self._h, self._inv, vo + d * d, self._l, self._y_inv, d):
             raise ArithmeticError(f"server {k}'s Hessian is not positive definite")
-        weighted_gram(self._x, xo, self._w, False, n, d, self.ridge, self._h, self._index)
-        if not spd_inverse(self._h, self._inv, vo, self._l, self._y_inv, d):
-            raise ArithmeticError(f"server {k}'s design matrix is not positive definite")
         self.refits += 1
 
     @cython.cfunc
@@ -682,14 +750,12 @@ class Estimator:
             scale_h: cython.double = 1.0 / sqrt(1.0 / weight + quad_or_dot(self._uh, xs, xo, d, self._index, m))
             for a in range(d):
                 self._uh[a] *= scale_h
-            for a in range(d):
-                for b in range(d):
-                    self._inv[ho + a * d + b] -= self._uh[a] * self._uh[b]
+            subtract_outer(self._inv, ho, self._uh, d)
         for a in range(d):
             self._u[a] *= scale
-        for a in range(d):
-            for b in range(d):
-                self._inv[vo + a * d + b] -= self._u[a] * self._u[b]
+            self._last_u[k * d + a] = self._u[a]
+        subtract_outer(self._inv, vo, self._u, d)
+        self._versions[k] += 1
         sym_matvec(self._inv, ho, xs, xo, self._hx, d, self._index, m)
 
     @cython.cfunc
@@ -739,8 +805,10 @@ def quad_or_dot(u: cython.double[::1], xs: cython.double[::1], xo: cython.Py_ssi
 class Scorer:
     """μ(xᵀθ_k), the bonus c_β·β_k·‖x‖_{V_k⁻¹} and their sum (the UCB index) of
     queued jobs, cached by arrival id: a round recomputes only the stale
-    servers' columns and the rows of new arrivals, O(queue · d²) instead of
-    O(queue · K · d²)."""
+    servers' columns and the rows of new arrivals. The quadratic forms
+    q = xᵀV_k⁻¹x are cached too: after one Sherman–Morrison update
+    V_k⁻¹ −= u uᵀ since the column was scored, q −= (uᵀx)², O(d) per job
+    instead of O(d²); after several, q from V_k⁻¹ itself."""
 
     estimator = cython.declare(Estimator, visibility="readonly")
     contexts = cython.declare(object, visibility="readonly")  # (N, d)
@@ -755,7 +823,9 @@ class Scorer:
     _means: cython.double[::1]
     _bonuses: cython.double[::1]
     _ucb: cython.double[::1]
+    _quads: cython.double[::1]           # (N, K): xᵀV_k⁻¹x when the column was scored
     _stale: cython.uchar[::1]
+    _scored_version: cython.longlong[::1]  # (K,): V_k⁻¹'s version the column was scored at
     _index: cython.Py_ssize_t[::1]
 
     def __init__(self, estimator: Estimator, contexts, bonus_scale: cython.double):
@@ -776,23 +846,47 @@ class Scorer:
         self._bonuses = self.bonuses.reshape(-1)
         self._ucb = self.ucb.reshape(-1)
         self._stale = self.stale.view(np.uint8)
+        self._quads = np.zeros(self.n_contexts * K)
+        self._scored_version = np.zeros(K, dtype=np.int64)
         self._index = np.zeros(estimator.dim, dtype=np.intp)
 
     @cython.cfunc
-    def score(self, job: cython.Py_ssize_t, k: cython.Py_ssize_t) -> cython.void:
+    def score(self, job: cython.Py_ssize_t, k: cython.Py_ssize_t, downdate: cython.bint) -> cython.void:
+        """Job's cell of column k; ``downdate``: its q from the cached one and
+        server k's last u, else from V_k⁻¹."""
         est: Estimator = self.estimator
         d: cython.Py_ssize_t = est.dim
         K: cython.Py_ssize_t = est.n_servers
         xo: cython.Py_ssize_t = job * d
+        cell: cython.Py_ssize_t = job * K + k
+        p: cython.Py_ssize_t
+        inner: cython.double
+        linear: cython.double
+        quad: cython.double
         m: cython.Py_ssize_t = nonzeros(self._c, xo, d, self._index)
-        if 2 * m > d:
-            m = d
-        quad: cython.double = quad_form(est._inv, k * 2 * d * d, self._c, xo, d, self._index, m)
-        mean: cython.double = logistic(dot(self._c, xo, est._theta, k * d, d))
+        dense: cython.bint = 2 * m > d
+        if dense:
+            linear = dot(self._c, xo, est._theta, k * d, d)
+        else:
+            linear = 0.0
+            for p in range(m):
+                linear += self._c[xo + self._index[p]] * est._theta[k * d + self._index[p]]
+        if downdate:
+            if dense:
+                inner = dot(self._c, xo, est._last_u, k * d, d)
+            else:
+                inner = 0.0
+                for p in range(m):
+                    inner += self._c[xo + self._index[p]] * est._last_u[k * d + self._index[p]]
+            quad = max(self._quads[cell] - inner * inner, 0.0)
+        else:
+            quad = quad_form(est._inv, k * 2 * d * d, self._c, xo, d, self._index, d if dense else m)
+        self._quads[cell] = quad
+        mean: cython.double = logistic(linear)
         bonus: cython.double = (self.bonus_scale * est._widths[k]) * sqrt(quad)
-        self._means[job * K + k] = mean
-        self._bonuses[job * K + k] = bonus
-        self._ucb[job * K + k] = mean + bonus
+        self._means[cell] = mean
+        self._bonuses[cell] = bonus
+        self._ucb[cell] = mean + bonus
 
     @cython.ccall
     def refresh(self, queue: cython.longlong[::1], length: cython.Py_ssize_t):
@@ -827,14 +921,18 @@ class Scorer:
                 else:
                     hi = mid
             n_old = lo
+        est: Estimator = self.estimator
+        downdate: cython.bint
         for k in range(K):
             if self._stale[k]:
+                downdate = est._versions[k] == self._scored_version[k] + 1
                 for i in range(n_old):
-                    self.score(queue[i], k)
+                    self.score(queue[i], k, downdate)
                 self._stale[k] = 0
+            self._scored_version[k] = est._versions[k]
         for job in range(self.scored_until, newest):
             for k in range(K):
-                self.score(job, k)
+                self.score(job, k, False)
         if newest > self.scored_until:
             self.scored_until = newest
 
