@@ -212,6 +212,39 @@ def merge_runs(plan_runs: dict, runs: Mapping) -> None:
             plan_runs[key] = run
 
 
+def alternative_curves(multiverse: Multiverse, alternative: Alternative, run_file: str) -> dict:
+    """experiment → the curves one column's runs table reads: for every
+    claim the column affects (every claim for the default), each run set the
+    claims of its experiment read, once, under its default label."""
+    out: dict = {}
+    for spec in multiverse.specs:
+        if not (alternative.name == DEFAULT or multiverse.affected(spec, alternative)):
+            continue
+        curves = out.setdefault(spec.experiment, {})
+        for curve in multiverse.cell_curves(spec, alternative, run_file):
+            curves.setdefault((curve.label, curve.sweep_text), curve)
+    return {experiment: list(curves.values()) for experiment, curves in out.items()}
+
+
+def alternative_runs(multiverse: Multiverse, alternative: Alternative, run_file: str, settings) -> "pd.DataFrame":  # noqa: F821
+    """One column's per-run table (:func:`alternative_curves`,
+    :func:`cqb.analysis.summaries.summarise_curves`), with an ``experiment`` column."""
+    import pandas as pd
+
+    from .summaries import summarise_curves
+
+    parts = []
+    for experiment, curves in alternative_curves(multiverse, alternative, run_file).items():
+        table = summarise_curves(curves, settings)
+        table.insert(0, "experiment", experiment)
+        parts.append(table)
+    if not parts:  # the alternative changes no run of any listed claim
+        from .summaries import RUN_COLUMNS
+
+        return pd.DataFrame(columns=["experiment", *RUN_COLUMNS])
+    return pd.concat(parts, ignore_index=True)
+
+
 # ---------------------------------------------------------------- verdicts and marks
 
 
