@@ -8,6 +8,8 @@
 from cqb.analysis.multiverse import alternative_curves, merge_runs, multiverse_design, multiverse_runs
 
 MULTIVERSE = or_config_error(multiverse_design, config, PLAN, CLAIM_SPECS)
+MULTIVERSE_IN_REPORT = bool(MULTIVERSE) and (config["multiverse"]["in_all"]
+                                             or Path(f"{FIGURES}/fig8_marks.tsv").exists())
 MULTIVERSE_FILES = [f"{FIGURES}/fig8.{ext}" for ext in ("pdf", "png", "tsv", "md")] + [
     f"{FIGURES}/fig8_marks.tsv"]
 

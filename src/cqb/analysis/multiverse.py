@@ -141,7 +141,8 @@ def run_curve(curve: Curve, alternative: Alternative) -> Curve:
 
     params, instance = alternative.changes(curve)
     label = curve.label if params == dict(curve.params) else f"{curve.label}.mv_{alternative.name}"
-    return replace(curve, label=label, params=params, instance=instance, instance_id=instance_id(instance))
+    key = curve.instance_id if instance == dict(curve.instance) else instance_id(instance)
+    return replace(curve, label=label, params=params, instance=instance, instance_id=key)
 
 
 def multiverse_design(config: Mapping, plan, specs) -> Multiverse | None:

@@ -328,16 +328,16 @@ def resolution_costs(runs, slopes, target_half_width: float = RESOLVED_HALF_WIDT
         for horizon, group in own.groupby("horizon"):
             values = group.loc[~group["stalled"].astype(bool), "tail_regret"].to_numpy(float)
             run_seeds[int(horizon)] = len(group)
-            if values.size > 2 and values.mean() > 0 and values.var(ddof=1) > 0:
+            if values.size >= 2 and values.mean() > 0 and values.var(ddof=1) > 0:
                 pilot[int(horizon)] = values
             else:
-                nonpositive.append(int(horizon))
+                nonpositive.append(int(horizon))  # mean ≤ 0, no spread, or fewer than 2 converged runs
         reached = (f"half-width {fit['half_width']:.2f} reached" if math.isfinite(fit["half_width"])
                    else "no interval reached")
         if len(pilot) < 2:
             slopes.at[index, "resolve_note"] = (
-                f"{reached}; the tail regret's mean is not positive at T = {' '.join(map(str, nonpositive))}: "
-                "no slope can be fitted there whatever the seeds")
+                f"{reached}; at T = {' '.join(map(str, nonpositive))} the converged runs' tail regret has no "
+                "positive mean with a spread (≥ 2 runs): no slope can be fitted at these horizons")
             continue
         scale = (fit["delta_half_width"] / fit["half_width"]
                  if math.isfinite(fit["half_width"]) and fit["half_width"] > 0
@@ -353,7 +353,8 @@ def resolution_costs(runs, slopes, target_half_width: float = RESOLVED_HALF_WIDT
         slopes.at[index, "extra_runs"] = extra
         slopes.at[index, "cpu_seconds_needed"] = cpu
         slopes.at[index, "affordable"] = "yes" if affordable else "no"
-        dropped = (f"; T = {' '.join(map(str, nonpositive))} left out (mean not positive)" if nonpositive else "")
+        dropped = (f"; T = {' '.join(map(str, nonpositive))} left out (no positive mean with a spread)"
+                   if nonpositive else "")
         slopes.at[index, "resolve_note"] = (
             f"{reached}; ±{target_half_width:g} needs {extra} more runs (seeds per T "
             f"{', '.join(f'{h}: {n}' for h, n in seeds.items())}), ≈ {cpu:,.0f} s of CPU"
