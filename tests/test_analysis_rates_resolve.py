@@ -38,7 +38,9 @@ def test_unresolved_slope_gets_the_seeds_and_cpu_that_resolve_it():
     own = table[table["policy"] == "noisy"]
     pilot = {h: g["tail_regret"].to_numpy() for h, g in own.groupby("horizon") if h in seeds}
     scale = noisy["delta_half_width"] / noisy["half_width"]
-    assert predicted_half_width(pilot, seeds) <= 0.15 * scale + 1e-9
+    assert abs(scale - 1) > 0.02  # the fit's bootstrap and delta-method half-widths differ here
+    # the seeds reach the target, and not far beyond it (the allocation is the least that does)
+    assert 0.97 * 0.15 * scale <= predicted_half_width(pilot, seeds) <= 0.15 * scale + 1e-9
     assert noisy["affordable"] == "no" and "beyond the affordable 10 s" in noisy["resolve_note"]
     assert f"half-width {noisy['half_width']:.2f} reached" in noisy["resolve_note"]
     zero = out[out["policy"] == "zero"].iloc[0]
