@@ -17,6 +17,7 @@ if MULTIVERSE:
     or_config_error(merge_runs, PLAN.runs, or_config_error(multiverse_runs, MULTIVERSE))
     # its seeds are its own: no other use may reach them
     or_config_error(check_seed_uses, {"evaluation": evaluation_seeds(PLAN, TUNING_EXPERIMENTS),
+                                      "tuning (stage 1)": {s for e in TUNING_EXPERIMENTS for c in PLAN.curves[e] for s in c.seeds},
                                       "tuning (stage 2)": set(STAGE2_SEEDS),
                                       "the powered claims": powered_seeds(POWERED),
                                       "retired powered seeds (seen)": retired_seeds(config),
