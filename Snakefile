@@ -50,12 +50,15 @@ rule all:
         f"{FIGURES}/claims.md",
         f"{FIGURES}/fig7.md",
         f"{FIGURES}/report.html",
+        # Figure 8 is its own target (`multiverse`) unless multiverse.in_all
+        lambda wildcards: MULTIVERSE_FILES if MULTIVERSE and config["multiverse"]["in_all"] else [],
 
 
 include: "workflow/rules/simulate.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/verdicts.smk"
+include: "workflow/rules/multiverse.smk"
 include: "workflow/rules/fig7.smk"
 include: "workflow/rules/report.smk"
 

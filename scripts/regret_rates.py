@@ -5,7 +5,7 @@ and stall count, and per (experiment, policy) the log–log slope."""
 import pandas as pd
 
 from cqb.analysis.aggregate import write_table
-from cqb.analysis.rates import rate_run_rows, rate_tables, read_rate_runs
+from cqb.analysis.rates import rate_run_rows, rate_tables, read_rate_runs, resolution_costs
 from cqb.analysis.summaries import SummarySettings
 
 
@@ -14,6 +14,7 @@ def main(smk):
         settings = SummarySettings(**smk.params.summaries)
         runs = pd.DataFrame(rate_run_rows(read_rate_runs(smk.params.runs, smk.input), settings))
         summary, slopes = rate_tables(runs, bootstrap=smk.params.bootstrap)
+        slopes = resolution_costs(runs, slopes, **smk.params.resolve)
         write_table(runs, smk.output.runs, smk.params.float_format)
         write_table(summary, smk.output.summary, smk.params.float_format)
         write_table(slopes, smk.output.slopes, smk.params.float_format)

@@ -6,7 +6,7 @@ from pathlib import Path
 import pandas as pd
 
 from cqb.io.files import atomic_write_text
-from cqb.pipeline.report import read_claims, report_html
+from cqb.pipeline.report import read_claims, read_multiverse_marks, report_html
 from cqb.pipeline.results import provenance_line
 
 
@@ -16,8 +16,9 @@ def main(smk):
     provenance = provenance_line(json.loads(Path(smk.input.provenance).read_text()))
     calibration = (pd.read_csv(smk.input.calibration, sep="\t", keep_default_na=False)
                    if smk.input.get("calibration") else None)
+    multiverse = read_multiverse_marks(Path(smk.input.multiverse)) if smk.input.get("multiverse") else None
     page = report_html(Path(smk.output[0]).parent, claims, powered, provenance, Path(smk.params.captions),
-                       calibration)
+                       calibration, multiverse)
     atomic_write_text(smk.output[0], page)
     with open(smk.log[0], "w") as log:
         print(f"{len(claims)} claims, {len(smk.input.figures)} figures -> {smk.output[0]}", file=log)

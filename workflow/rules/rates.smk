@@ -24,6 +24,7 @@ rule regret_rates:
     params:
         runs=[list(run[:4]) for run in RATES_RUNS],
         bootstrap=config["rates"]["bootstrap"],
+        resolve=config["rates"]["resolve"],
         summaries=config["summaries"],
         float_format=config["aggregate"]["float_format"],
     log:

@@ -12,6 +12,9 @@ rule report_html:
         calibration=f"{FIGURES}/calibration.tsv" if POWERED else [],
         calibration_png=f"{FIGURES}/calibration.png" if POWERED else [],
         figures=report_figures(),
+        # Figure 8 (its own target): in the report once it has been made, or when in `all`
+        multiverse=f"{FIGURES}/fig8_marks.tsv" if MULTIVERSE_IN_REPORT else [],
+        multiverse_png=f"{FIGURES}/fig8.png" if MULTIVERSE_IN_REPORT else [],
     output:
         f"{FIGURES}/report.html",
     params:

@@ -298,6 +298,70 @@ def slope_verdict(row) -> str:
     return f"{resolved}; {relation}"
 
 
+RESOLVE_COLUMNS = ("seeds_needed", "extra_runs", "cpu_seconds_needed", "affordable", "resolve_note")
+
+
+def resolution_costs(runs, slopes, target_half_width: float = RESOLVED_HALF_WIDTH, seconds_per_run: float = 0.04,
+                     seconds_per_thousand_rounds: float = 0.009, affordable_cpu_seconds: float = 1800.0):
+    """``slopes`` with, per unresolved (experiment, policy), what resolving it
+    would cost, from the runs' own per-run variances (Stein's second stage,
+    :func:`seeds_for_slope_width`, never fewer seeds than were run): the seeds
+    per T, the runs to add, their CPU at ``seconds_per_run`` +
+    ``seconds_per_thousand_rounds`` · T/1000 per run, and whether that is
+    within ``affordable_cpu_seconds``. The delta-method target is the
+    bootstrap target scaled by the fit's own ratio of the two half-widths.
+    Where fewer than two horizons have a positive converged mean, no slope
+    can be fitted at those horizons whatever the seeds: the note says so."""
+    slopes = slopes.copy()
+    for column in RESOLVE_COLUMNS:
+        slopes[column] = "" if column in ("seeds_needed", "resolve_note") else math.nan
+    slopes["affordable"] = ""
+
+    def cost(horizon):
+        return seconds_per_run + seconds_per_thousand_rounds * horizon / 1000
+
+    for index, fit in slopes.iterrows():
+        if str(fit["verdict"]).startswith("resolved"):
+            continue
+        own = runs[(runs["experiment"] == fit["experiment"]) & (runs["policy"] == fit["policy"])]
+        pilot, run_seeds, nonpositive = {}, {}, []
+        for horizon, group in own.groupby("horizon"):
+            values = group.loc[~group["stalled"].astype(bool), "tail_regret"].to_numpy(float)
+            run_seeds[int(horizon)] = len(group)
+            if values.size >= 2 and values.mean() > 0 and values.var(ddof=1) > 0:
+                pilot[int(horizon)] = values
+            else:
+                nonpositive.append(int(horizon))  # mean ≤ 0, no spread, or fewer than 2 converged runs
+        reached = (f"half-width {fit['half_width']:.2f} reached" if math.isfinite(fit["half_width"])
+                   else "no interval reached")
+        if len(pilot) < 2:
+            slopes.at[index, "resolve_note"] = (
+                f"{reached}; at T = {' '.join(map(str, nonpositive))} the converged runs' tail regret has no "
+                "positive mean with a spread (≥ 2 runs): no slope can be fitted at these horizons")
+            continue
+        scale = (fit["delta_half_width"] / fit["half_width"]
+                 if math.isfinite(fit["half_width"]) and fit["half_width"] > 0
+                 and math.isfinite(fit["delta_half_width"]) else 1.0)
+        horizons = sorted(pilot)
+        seeds = seeds_for_slope_width(pilot, target_half_width * scale, cost=cost,
+                                      min_seeds=min(run_seeds[h] for h in horizons))
+        seeds = {h: max(n, run_seeds[h]) for h, n in seeds.items()}
+        extra = sum(seeds[h] - run_seeds[h] for h in horizons)
+        cpu = sum((seeds[h] - run_seeds[h]) * cost(h) for h in horizons)
+        affordable = cpu <= affordable_cpu_seconds
+        slopes.at[index, "seeds_needed"] = " ".join(f"{h}:{n}" for h, n in seeds.items())
+        slopes.at[index, "extra_runs"] = extra
+        slopes.at[index, "cpu_seconds_needed"] = cpu
+        slopes.at[index, "affordable"] = "yes" if affordable else "no"
+        dropped = (f"; T = {' '.join(map(str, nonpositive))} left out (no positive mean with a spread)"
+                   if nonpositive else "")
+        slopes.at[index, "resolve_note"] = (
+            f"{reached}; ±{target_half_width:g} needs {extra} more runs (seeds per T "
+            f"{', '.join(f'{h}: {n}' for h, n in seeds.items())}), ≈ {cpu:,.0f} s of CPU"
+            + ("" if affordable else f", beyond the affordable {affordable_cpu_seconds:,.0f} s") + dropped)
+    return slopes
+
+
 def rates_figure_table(summary, slopes):
     """Figure 5's data table: the per-(experiment, policy, T) summary with the
     fitted slope and interval beside it and whether that T entered the fit."""

@@ -95,6 +95,12 @@ def plot_rates(summary, slopes, panel_titles: Mapping[str, str], display_names: 
     return figure
 
 
+def _resolve_text(fit) -> str:
+    """What resolving an unresolved slope would cost (cqb.analysis.rates.resolution_costs)."""
+    note = fit.get("resolve_note") if hasattr(fit, "get") else None
+    return f" — to resolve: {note}" if isinstance(note, str) and note else ""
+
+
 def rates_summary_markdown(summary, slopes, panel_titles: Mapping[str, str],
                            display_names: Mapping[str, str]) -> str:
     """The README paragraph for Figure 5, every number read from the tables."""
@@ -124,10 +130,10 @@ def rates_summary_markdown(summary, slopes, panel_titles: Mapping[str, str],
                     f"R ≈ {_fmt(first['estimate'], 3)} at T = {int(first['horizon'])}, "
                     f"{_fmt(last['estimate'], 3)} at T = {int(last['horizon'])}; {stall_text}"
                     + (f"; left out of the fit (estimate ≤ 0): T = {fit['horizons_dropped']}"
-                       if fit["horizons_dropped"] != "-" else "") + ".")
+                       if fit["horizons_dropped"] != "-" else "") + _resolve_text(fit) + ".")
             else:
                 lines.append(f"- {name}: no slope (fewer than two horizons with a positive estimate); "
-                             f"{stall_text}.")
+                             f"{stall_text}{_resolve_text(fit)}.")
         lines.append("")
     resolved = slopes[slopes["verdict"].str.startswith("resolved")]
     unresolved = slopes[~slopes["verdict"].str.startswith("resolved")]

@@ -26,6 +26,7 @@ SECTIONS = (
     ("fig5", "Beyond the paper — Figure 5: regret against the horizon"),
     ("fig6", "Beyond the paper — Figure 6: the bonus scale c_β"),
     ("fig7", "Beyond the paper — Figure 7: the real-data claim under other readings"),
+    ("fig8", "Beyond the paper — Figure 8: every claim under the reconstruction's open choices"),
     ("tuning", "Held-out tuning"),
 )
 # Where the rest lives, relative to docs/results/ (the published copy).
@@ -113,7 +114,16 @@ def headline(row) -> tuple:
     return row["paper"]["verdict"], row["paper"], str(row["paper"]["n_seeds"])
 
 
-def claims_summary_markdown(claims: pd.DataFrame, powered: pd.DataFrame | None) -> str:
+def multiverse_marks(marks: pd.DataFrame | None) -> dict:
+    """claim → its Figure 8 mark (fig8_marks.tsv), naming the alternatives that make it choice-dependent."""
+    if marks is None:
+        return {}
+    return {row["claim"]: row["mark"] + (f" ({row['opposite']})" if isinstance(row["opposite"], str)
+                                         and row["opposite"] else "") for _, row in marks.iterrows()}
+
+
+def claims_summary_markdown(claims: pd.DataFrame, powered: pd.DataFrame | None,
+                            multiverse: pd.DataFrame | None = None) -> str:
     """The README's short table: each claim of the paper with its headline
     verdict (the primary reading, powered where it has one) and its mark
     (robust when every registered reading agrees, reading-dependent
@@ -121,8 +131,10 @@ def claims_summary_markdown(claims: pd.DataFrame, powered: pd.DataFrame | None) 
     verdict beside it, and the counts; statistics and intervals are defined
     in docs/verdicts.md, every reading is in docs/results/claims_readings.md."""
     rows = paper_claims(claims_rows(claims, powered))
-    lines = ["| the paper's claim | figure | primary verdict | mark | value [CI] | n (cap) "
-             "| at its N = 10 seeds |", "| --- | --- | --- | --- | --- | ---: | --- |"]
+    across = multiverse_marks(multiverse)
+    extra_head, extra_rule = (" multiverse (Figure 8) |", " --- |") if across else ("", "")
+    lines = ["| the paper's claim | figure | primary verdict | mark |" + extra_head + " value [CI] | n (cap) "
+             "| at its N = 10 seeds |", "| --- | --- | --- | --- |" + extra_rule + " --- | ---: | --- |"]
     counts: dict = {}
     by_construction = 0
     for row in rows:
@@ -133,7 +145,8 @@ def claims_summary_markdown(claims: pd.DataFrame, powered: pd.DataFrame | None) 
         else:
             counts[verdict] = counts.get(verdict, 0) + 1
         statement = str(row["statement"]).split(" (")[0]
-        lines.append(f"| {statement} | {row['figure']} | **{verdict}** | {mark} | {_interval(source)} | {n_text} "
+        beside = f" {across.get(row['claim'], '–')} |" if across else ""
+        lines.append(f"| {statement} | {row['figure']} | **{verdict}** | {mark} |{beside} {_interval(source)} | {n_text} "
                      f"| {_reading_text(row['paper'])} |")
     tally = ", ".join(f"{n} {verdict}" for verdict, n in sorted(counts.items())) or "none"
     construction = (f"; {by_construction} holding by construction, shown and not counted"
@@ -190,8 +203,21 @@ def calibration_html(table: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def multiverse_html(marks: pd.DataFrame) -> str:
+    """Figure 8's marks: per claim the default column's verdict, the mark and the alternatives named."""
+    head = ["claim", "default", "mark", "opposite under", "differs under"]
+    lines = ["<table>", "<tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"]
+    for _, row in marks.iterrows():
+        cells = [html.escape(str(row["statement"])), _verdict(row["default_verdict"]), html.escape(str(row["mark"])),
+                 html.escape(str(row["opposite"] or "–")), html.escape(str(row["differs"] or "–"))]
+        lines.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
+    lines.append("</table>")
+    return "\n".join(lines)
+
+
 def report_html(figures_dir: Path, claims: pd.DataFrame, powered: pd.DataFrame | None, provenance: str,
-                captions_dir: Path, calibration: pd.DataFrame | None = None) -> str:
+                captions_dir: Path, calibration: pd.DataFrame | None = None,
+                multiverse: pd.DataFrame | None = None) -> str:
     """The page; images are referred to by file name, beside the page."""
     rows = claims_rows(claims, powered)
     paper = paper_claims(rows)
@@ -217,6 +243,8 @@ def report_html(figures_dir: Path, claims: pd.DataFrame, powered: pd.DataFrame |
         caption = captions_dir / f"{figure}.rst"
         if caption.exists():
             parts.append(rst_to_html(caption.read_text()))
+        if figure == "fig8" and multiverse is not None:
+            parts.append(multiverse_html(multiverse))
         about = [row for row in rows if row["figure"] == figure]
         if about:
             parts.append(_claims_table(about, with_statistic=True))
@@ -230,3 +258,7 @@ def report_html(figures_dir: Path, claims: pd.DataFrame, powered: pd.DataFrame |
 def read_claims(path: Path) -> pd.DataFrame:
     return pd.read_csv(path, sep="\t", keep_default_na=False, na_values={"value": ["nan", ""],
                        "ci_low": ["nan", ""], "ci_high": ["nan", ""]})
+
+
+def read_multiverse_marks(path: Path) -> pd.DataFrame:
+    return pd.read_csv(path, sep="\t", keep_default_na=False)

@@ -238,7 +238,8 @@ def timings_markdown(table: Path, last: int = TIMINGS_SHOWN) -> str:
 # Generated blocks outside the README: (the file in the figures folder, its
 # block) → the docs page (relative to the repository) that holds the block.
 DOCS_BLOCKS = {("fig5_summary.md", "rates"): "docs/figures.md",
-               ("fig7.md", "fig7"): "docs/figures.md"}
+               ("fig7.md", "fig7"): "docs/figures.md",
+               ("fig8.md", "fig8"): "docs/figures.md"}
 
 
 def publish(source: Path, destination: Path, readme: Path) -> list[str]:
@@ -248,7 +249,7 @@ def publish(source: Path, destination: Path, readme: Path) -> list[str]:
     the last timed full run) and the docs pages' blocks (the full claims table
     is docs/results/claims.md; Figures 5 and 7 in their pages; the timings in
     docs/benchmarks.md), and publish the report with its figures."""
-    from .report import claims_summary_markdown, read_claims
+    from .report import claims_summary_markdown, read_claims, read_multiverse_marks
 
     names = ("claims.md", "claims.tsv", "results.md", "provenance.json")
     missing = [n for n in names if not (source / n).exists()]
@@ -260,14 +261,16 @@ def publish(source: Path, destination: Path, readme: Path) -> list[str]:
     written = [str(destination / n) for n in names]
     for name in ("fig5_summary.md", "fig5_slopes.tsv", "fig7.md", "fig7.tsv", "claims_powered.tsv",
                  "claims_readings.tsv", "claims_readings.md", "calibration.tsv", "calibration.png",
-                 "tuning.tsv", "tuning_stage2.tsv"):
+                 "tuning.tsv", "tuning_stage2.tsv", "fig8.md", "fig8.tsv", "fig8_marks.tsv", "fig8.png"):
         if (source / name).exists():
             (destination / name).write_bytes((source / name).read_bytes())
             written.append(str(destination / name))
     record = json.loads((source / "provenance.json").read_text())
     powered = source / "claims_powered.tsv"
+    marks = source / "fig8_marks.tsv"
     summary = claims_summary_markdown(read_claims(source / "claims.tsv"),
-                                      read_claims(powered) if powered.exists() else None)
+                                      read_claims(powered) if powered.exists() else None,
+                                      read_multiverse_marks(marks) if marks.exists() else None)
     text = splice(readme.read_text(), "summary", provenance_line(record) + "\n\n" + summary)
     timings = destination / "timings.tsv"
     if timings.exists():

@@ -1,0 +1,393 @@
+"""Figure 8, the multiverse: every paper claim under every registered
+alternative of the reconstruction's open choices, one at a time.
+
+The design is config ``multiverse`` (docs/figures.md, "Figure 8"): the
+claims (their primary readings), the *alternatives* (each one value of one
+[choice] of ../shared/paper/SPEC.md, docs/reconstruction.md), a fixed number
+of fresh seeds and a level, all registered before any of its runs. A *cell*
+is (claim, alternative): the claim's experiment at the multiverse's seeds,
+every run set the claim reads (:func:`cqb.analysis.powered.claim_units`)
+played with the defaults except where the alternative changes it. Only the
+run sets an alternative changes are run again; the others are the default
+column's runs, at the same seeds and on the same traces (common random
+numbers). An alternative that changes no run set of a claim gives the
+default's verdict, marked unaffected.
+
+Each cell's verdict is the claim's own rule (:func:`cqb.analysis.claims.check_claim`)
+at level 1 − α, with the claim kind's margin: no second copy of a verdict
+rule lives here.
+
+The mark per claim (:func:`claim_mark`): *robust across the reconstruction*
+when no two cells reach opposite directional verdicts (one holds, another
+does not hold); *choice-dependent* otherwise, naming the alternatives whose
+verdict is opposite to the default column's (when the default is not
+directional, those of the rarer direction).
+
+No numpy or pandas at import time (the workflow imports it while parsing).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from ..errors import config_error
+from .curves import Curve, format_value
+
+DEFAULT = "default"
+ROBUST, CHOICE_DEPENDENT = "robust across the reconstruction", "choice-dependent"
+DIRECTIONAL = ("holds", "does not hold")
+CELL_COLUMNS = ("claim", "statement", "alternative", "choice", "label", "affected", "rerun", "kind", "metric",
+                "statistic", "value", "ci_low", "ci_high", "confidence", "n", "verdict", "default_verdict",
+                "opposite", "detail")
+MARK_COLUMNS = ("claim", "statement", "default_verdict", "mark", "opposite", "differs", "cells", "by_construction")
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """One registered alternative of one open choice (config ``multiverse.alternatives``).
+
+    ``params`` change the policies named in ``policies`` (policy names, not
+    labels); ``experiment_params`` add per-experiment values on top (e.g. the
+    norm bound √d of each pool); ``instance`` changes the synthetic
+    instances' keys (a pool instance is left as it is); ``experiments``, when
+    given, restricts the alternative to those experiments."""
+
+    name: str
+    choice: str
+    label: str
+    policies: tuple[str, ...] = ()
+    params: Mapping = field(default_factory=dict)
+    experiment_params: Mapping = field(default_factory=dict)
+    instance: Mapping = field(default_factory=dict)
+    experiments: tuple[str, ...] = ()
+    note: str = ""
+
+    def changes(self, curve: Curve) -> tuple[dict, dict]:
+        """(policy parameters, instance) of ``curve`` under this alternative."""
+        params, instance = dict(curve.params), dict(curve.instance)
+        if self.experiments and curve.experiment not in self.experiments:
+            return params, instance
+        if curve.policy in self.policies:
+            params.update(self.params)
+            params.update(self.experiment_params.get(curve.experiment, {}))
+        if instance.get("kind") == "synthetic":
+            instance.update(self.instance)
+        return params, instance
+
+    def affects(self, curve: Curve) -> bool:
+        return self.changes(curve) != (dict(curve.params), dict(curve.instance))
+
+
+NO_CHANGE = Alternative(DEFAULT, "none", "default")
+
+
+@dataclass(frozen=True)
+class Multiverse:
+    """The registered design and what it runs."""
+
+    first_seed: int
+    n_seeds: int
+    alpha: float
+    specs: tuple  # the claims' ClaimSpecs (primary readings), in config order
+    alternatives: tuple[Alternative, ...]  # the default first
+    margins: Mapping
+    units: Mapping  # claim → ((run label, sweep value), …)
+    curves: Mapping  # experiment → [Curve] (the plan's)
+
+    @property
+    def seeds(self) -> tuple[int, ...]:
+        return tuple(range(self.first_seed, self.first_seed + self.n_seeds))
+
+    @property
+    def confidence(self) -> float:
+        return 1 - self.alpha
+
+    def alternative(self, name: str) -> Alternative:
+        return next(a for a in self.alternatives if a.name == name)
+
+    def unit_curves(self, spec) -> list[Curve]:
+        by_unit = {(c.label, c.sweep_text): c for c in self.curves[spec.experiment]}
+        return [by_unit[unit] for unit in self.units[spec.name]]
+
+    def affected(self, spec, alternative: Alternative) -> bool:
+        return any(alternative.affects(curve) for curve in self.unit_curves(spec))
+
+    def cell_curves(self, spec, alternative: Alternative, run_file: str) -> list[Curve]:
+        """The curves a cell's runs table reads: each of the claim's run sets
+        under its default label (what the claim's rule selects on), at the
+        multiverse's seeds, with the run files of the alternative's runs
+        where it changes the run set, else the default's."""
+        return [replace(curve, seeds=self.seeds, files=tuple(run.run_file(run_file, s) for s in self.seeds))
+                for curve, run in ((c, run_curve(c, alternative)) for c in self.unit_curves(spec))]
+
+    def run_curves(self) -> list[Curve]:
+        """Every run set the multiverse plays (default and alternatives), each once."""
+        runs = {}
+        for alternative in self.alternatives:
+            for spec in self.specs:
+                for curve in self.unit_curves(spec):
+                    run = run_curve(curve, alternative)
+                    runs.setdefault(run.run_key, replace(run, seeds=self.seeds))
+        return list(runs.values())
+
+
+def run_curve(curve: Curve, alternative: Alternative) -> Curve:
+    """The run set of ``curve`` under ``alternative``: its own label, keyed
+    apart from the default's (``<label>.mv_<name>``) when the policy's
+    parameters change; an instance change gives another instance id."""
+    from ..pipeline.experiments import instance_id
+
+    params, instance = alternative.changes(curve)
+    label = curve.label if params == dict(curve.params) else f"{curve.label}.mv_{alternative.name}"
+    key = curve.instance_id if instance == dict(curve.instance) else instance_id(instance)
+    return replace(curve, label=label, params=params, instance=instance, instance_id=key)
+
+
+def multiverse_design(config: Mapping, plan, specs) -> Multiverse | None:
+    """The ``multiverse`` block of a validated config as a design, checked
+    against the plan and the claims (None when it lists no claim)."""
+    from .powered import claim_units
+
+    block = config.get("multiverse") or {}
+    if not block.get("claims"):
+        return None
+    by_name = {spec.name: spec for spec in specs}
+    chosen = []
+    for index, name in enumerate(block["claims"]):
+        if name not in by_name:
+            config_error(f"multiverse.claims[{index}]", name, f"not a claim ({', '.join(by_name)})")
+        chosen.append(by_name[name])
+    alternatives = [NO_CHANGE]
+    known_policies = {curve.policy for curves in plan.curves.values() for curve in curves}
+    for index, entry in enumerate(block.get("alternatives", [])):
+        key = f"multiverse.alternatives[{index}]"
+        if entry["name"] in {a.name for a in alternatives}:
+            config_error(f"{key}.name", entry["name"], "listed twice (or 'default', the reserved column)")
+        for policy in entry.get("policies", []):
+            if policy not in known_policies:
+                config_error(f"{key}.policies", policy, f"not a policy any experiment runs ({sorted(known_policies)})")
+        for experiment in list(entry.get("experiments", [])) + list(entry.get("experiment_params", {})):
+            if experiment not in plan.curves:
+                config_error(f"{key}.experiments", experiment, "not an experiment")
+        alternatives.append(Alternative(entry["name"], entry["choice"], entry["label"],
+                                        tuple(entry.get("policies", [])), dict(entry.get("params", {})),
+                                        {k: dict(v) for k, v in entry.get("experiment_params", {}).items()},
+                                        dict(entry.get("instance", {})), tuple(entry.get("experiments", [])),
+                                        entry.get("note", "")))
+    units = {spec.name: claim_units(spec, plan.curves[spec.experiment]) for spec in chosen}
+    return Multiverse(int(block["first_seed"]), int(block["seeds"]), float(block["alpha"]), tuple(chosen),
+                      tuple(alternatives), dict(config.get("claim_margins") or {}), units, plan.curves)
+
+
+def multiverse_runs(multiverse: Multiverse) -> dict:
+    """The plan's Runs of the multiverse (run key → cqb.pipeline.experiments.Run),
+    their parameters checked by the policies' dataclasses."""
+    from ..pipeline.experiments import Run, check_values
+
+    runs = {}
+    for curve in multiverse.run_curves():
+        check_values(curve.policy, curve.params, curve.instance, curve.horizon,
+                     f"multiverse: parameters of {curve.label} in {curve.experiment}")
+        runs[curve.run_key] = Run(curve.instance_id, curve.horizon, curve.label, curve.policy, curve.params,
+                                  curve.instance, curve.seeds, (f"multiverse ({curve.experiment})",))
+    return runs
+
+
+def merge_runs(plan_runs: dict, runs: Mapping) -> None:
+    """Add the multiverse's runs to the plan's (in place): a run key the plan
+    already has must play the same policy, parameters and instance (its
+    seeds are joined)."""
+    from ..errors import ConfigError
+
+    for key, run in runs.items():
+        if key in plan_runs:
+            known = plan_runs[key]
+            if (known.policy, known.params, known.instance) != (run.policy, run.params, run.instance):
+                raise ConfigError(f"the multiverse's run {key} differs from {known.experiments[0]}'s "
+                                  f"({known.params} vs {run.params}); rename the alternative")
+            plan_runs[key] = replace(known, seeds=tuple(sorted(set(known.seeds) | set(run.seeds))),
+                                     experiments=tuple(dict.fromkeys(known.experiments + run.experiments)))
+        else:
+            plan_runs[key] = run
+
+
+def alternative_curves(multiverse: Multiverse, alternative: Alternative, run_file: str) -> dict:
+    """experiment → the curves one column's runs table reads: for every
+    claim the column affects (every claim for the default), each run set the
+    claims of its experiment read, once, under its default label."""
+    out: dict = {}
+    for spec in multiverse.specs:
+        if not (alternative.name == DEFAULT or multiverse.affected(spec, alternative)):
+            continue
+        curves = out.setdefault(spec.experiment, {})
+        for curve in multiverse.cell_curves(spec, alternative, run_file):
+            curves.setdefault((curve.label, curve.sweep_text), curve)
+    return {experiment: list(curves.values()) for experiment, curves in out.items()}
+
+
+def alternative_runs(multiverse: Multiverse, alternative: Alternative, run_file: str, settings) -> "pd.DataFrame":  # noqa: F821
+    """One column's per-run table (:func:`alternative_curves`,
+    :func:`cqb.analysis.summaries.summarise_curves`), with an ``experiment`` column."""
+    import pandas as pd
+
+    from .summaries import summarise_curves
+
+    parts = []
+    for experiment, curves in alternative_curves(multiverse, alternative, run_file).items():
+        table = summarise_curves(curves, settings)
+        table.insert(0, "experiment", experiment)
+        parts.append(table)
+    if not parts:  # the alternative changes no run of any listed claim
+        from .summaries import RUN_COLUMNS
+
+        return pd.DataFrame(columns=["experiment", *RUN_COLUMNS])
+    return pd.concat(parts, ignore_index=True)
+
+
+# ---------------------------------------------------------------- verdicts and marks
+
+
+def evaluate_cells(multiverse: Multiverse, runs_tables: Mapping) -> "pd.DataFrame":  # noqa: F821
+    """One row per (claim, alternative): ``runs_tables[alternative name]`` is
+    that column's per-run table (column ``experiment`` names each row's
+    experiment; a claim the alternative leaves unaffected need not be in it:
+    its cell is the default's)."""
+    import pandas as pd
+
+    from .claims import check_claim
+
+    rows = []
+    for spec in multiverse.specs:
+        margin = float(multiverse.margins.get(spec.kind, 0.0))
+        default_row = None
+        for alternative in multiverse.alternatives:
+            affected = alternative.name == DEFAULT or multiverse.affected(spec, alternative)
+            if not affected:
+                row = dict(default_row, alternative=alternative.name, choice=alternative.choice,
+                           label=alternative.label, affected=False, rerun="")
+                rows.append(row)
+                continue
+            table = runs_tables[alternative.name]
+            runs = table[table["experiment"] == spec.experiment]
+            result = check_claim(runs, spec, multiverse.confidence, margin)
+            rerun = sorted({c.label for c in multiverse.unit_curves(spec) if alternative.affects(c)})
+            row = {"claim": spec.name, "statement": spec.statement, "alternative": alternative.name,
+                   "choice": alternative.choice, "label": alternative.label, "affected": True,
+                   "rerun": " ".join(rerun), "kind": spec.kind, "metric": spec.metric,
+                   "statistic": result.statistic, "value": result.value, "ci_low": result.ci_low,
+                   "ci_high": result.ci_high, "confidence": multiverse.confidence, "n": result.n_seeds,
+                   "verdict": result.verdict, "detail": result.detail}
+            if alternative.name == DEFAULT:
+                default_row = row
+            rows.append(row)
+    table = pd.DataFrame(rows)
+    default_of = dict(zip(table.loc[table["alternative"] == DEFAULT, "claim"],
+                          table.loc[table["alternative"] == DEFAULT, "verdict"]))
+    table["default_verdict"] = table["claim"].map(default_of)
+    table["opposite"] = [opposite(d, v) for d, v in zip(table["default_verdict"], table["verdict"])]
+    return table[list(CELL_COLUMNS)]
+
+
+def opposite(first: str, second: str) -> bool:
+    """Two verdicts in opposite directions (holds against does not hold)."""
+    return {first, second} == set(DIRECTIONAL)
+
+
+def claim_mark(default_verdict: str, verdicts: Mapping[str, str]) -> tuple[str, list[str]]:
+    """(mark, the alternatives that make it choice-dependent) from the
+    default column's verdict and each alternative's (name → verdict)."""
+    directional = {name: v for name, v in verdicts.items() if v in DIRECTIONAL}
+    if len(set(directional.values()) | ({default_verdict} & set(DIRECTIONAL))) < 2:
+        return ROBUST, []
+    if default_verdict in DIRECTIONAL:
+        return CHOICE_DEPENDENT, [n for n, v in directional.items() if opposite(default_verdict, v)]
+    counts = {v: sum(1 for x in directional.values() if x == v) for v in DIRECTIONAL}
+    rarer = min(DIRECTIONAL, key=lambda v: (counts[v], DIRECTIONAL.index(v)))
+    return CHOICE_DEPENDENT, [n for n, v in directional.items() if v == rarer]
+
+
+def claim_marks(cells: "pd.DataFrame", specs) -> "pd.DataFrame":  # noqa: F821
+    """One row per claim: the default column's verdict, the mark, the
+    alternatives whose verdict is opposite (naming them) and those whose
+    verdict differs in any way."""
+    import pandas as pd
+
+    by_construction = {spec.name: spec.by_construction for spec in specs}
+    rows = []
+    for claim, group in cells.groupby("claim", sort=False):
+        default = group.loc[group["alternative"] == DEFAULT, "verdict"].iloc[0]
+        others = group[group["alternative"] != DEFAULT]
+        mark, named = claim_mark(default, dict(zip(others["label"], others["verdict"])))
+        differs = [f"{r.label} ({r.verdict})" for r in others.itertuples() if r.verdict != default]
+        rows.append({"claim": claim, "statement": group["statement"].iloc[0], "default_verdict": default,
+                     "mark": mark, "opposite": "; ".join(named), "differs": "; ".join(differs),
+                     "cells": len(group), "by_construction": bool(by_construction.get(claim))})
+    return pd.DataFrame(rows, columns=list(MARK_COLUMNS))
+
+
+def _interval(row) -> str:
+    value, low, high = row.value, row.ci_low, row.ci_high
+    if not (isinstance(value, (int, float)) and math.isfinite(value)):
+        return "–"
+    if isinstance(low, (int, float)) and math.isfinite(low) and math.isfinite(high):
+        return f"{value:.3g} [{low:.3g}, {high:.3g}]"
+    return f"{value:.3g}"
+
+
+def render_markdown(multiverse: Multiverse, cells, marks, header: str = "") -> str:
+    """Figure 8's summary: each claim's mark, then every cell with its
+    statistic, value [interval], n and verdict."""
+    level = f"{100 * multiverse.confidence:.4g}%"
+    seeds = multiverse.seeds
+    lines = [header, ""] if header else []
+    lines += [f"Each of {len(marks)} claims under {len(multiverse.alternatives) - 1} alternatives of the "
+              f"reconstruction's open choices, one at a time against the defaults, on seeds "
+              f"{seeds[0]}–{seeds[-1]} (n = {len(seeds)}), {level} intervals (the claim's own rule, "
+              "\"does not hold\" Bonferroni over its comparisons). **Robust across the reconstruction**: no "
+              "two cells reach opposite directional verdicts; **choice-dependent** otherwise, naming the "
+              "alternatives. Tuned constants stay tuned; c_β = 1 is the formula as written, not retuned.", "",
+              "| claim | default | mark | opposite under | differs under |", "| --- | --- | --- | --- | --- |"]
+    for row in marks.itertuples():
+        construction = " (by construction)" if row.by_construction else ""
+        lines.append(f"| {row.statement}{construction} | {row.default_verdict} | **{row.mark}** | "
+                     f"{row.opposite or '–'} | {row.differs or '–'} |")
+    lines += ["", "| claim | alternative | choice | runs redone | value [interval] | n | verdict |",
+              "| --- | --- | --- | --- | --- | ---: | --- |"]
+    for row in cells.itertuples():
+        rerun = row.rerun if row.affected else "none (the default's runs)"
+        lines.append(f"| `{row.claim}` | {row.label} | {row.choice} | {rerun or '–'} | {_interval(row)} | "
+                     f"{row.n} | {row.verdict} |")
+    return "\n".join(lines) + "\n"
+
+
+def cost_estimate(multiverse: Multiverse, seconds_per_run: Mapping) -> dict:
+    """Runs and CPU seconds per alternative: the run sets it adds × seeds ×
+    the measured CPU per run (``seconds_per_run``: (alternative, policy,
+    experiment) → s, falling back to (alternative, policy), then
+    (default, policy)). For the registration's budget."""
+    seen, out = set(), {}
+    for alternative in multiverse.alternatives:
+        runs = cpu = 0
+        for spec in multiverse.specs:
+            for curve in multiverse.unit_curves(spec):
+                run = run_curve(curve, alternative)
+                if run.run_key in seen:
+                    continue
+                seen.add(run.run_key)
+                cost = seconds_per_run.get((alternative.name, curve.policy, curve.experiment),
+                                           seconds_per_run.get((alternative.name, curve.policy),
+                                                               seconds_per_run.get((DEFAULT, curve.policy), 0.0)))
+                runs += multiverse.n_seeds
+                cpu += multiverse.n_seeds * cost
+        out[alternative.name] = {"runs": runs, "cpu_seconds": cpu}
+    return out
+
+
+def format_seeds(seeds: Sequence[int]) -> str:
+    return f"{seeds[0]}–{seeds[-1]}" if seeds else "none"
+
+
+__all__ = ["Alternative", "Multiverse", "multiverse_design", "multiverse_runs", "merge_runs", "evaluate_cells",
+           "claim_mark", "claim_marks", "render_markdown", "cost_estimate", "run_curve", "format_value"]
