@@ -39,8 +39,11 @@ else:
 
 HUGE = float("inf")
 # Filippi's projection: Newton (or Gauss-Newton) steps on the ball-constrained
-# problem stop when a step moves θ by less than this (relative), or after so many.
+# problem stop when a step moves θ by less than PROJECTION_STEP_TOL (relative),
+# or a full Newton step by less than NEWTON_STEP_TOL (the next one would be
+# quadratically shorter, ~1e-14), or after so many.
 PROJECTION_STEP_TOL = 1e-13
+NEWTON_STEP_TOL = 1e-7
 PROJECTION_MAX_ITER = 100
 
 
@@ -131,44 +134,6 @@ def quad_form(mat: cython.double[::1], mo: cython.Py_ssize_t, x: cython.double[:
             inner += mat[mo + index[p] * d + index[q]] * x[xo + index[q]]
         total += inner * x[xo + index[p]]
     return total
-
-
-@cython.cfunc
-@cython.exceptval(check=False)
-def weighted_gram(x: cython.double[::1], xo: cython.Py_ssize_t, w: cython.double[::1], weighted: cython.bint,
-                  n: cython.Py_ssize_t, d: cython.Py_ssize_t, diag: cython.double, h: cython.double[::1],
-                  index: cython.Py_ssize_t[::1]) -> cython.void:
-    """h = Σ_i w_i x_i x_iᵀ + diag·I over the n rows at x[xo:] (w_i = 1 unless
-    ``weighted``): the upper triangle summed row by row, then mirrored."""
-    i: cython.Py_ssize_t
-    a: cython.Py_ssize_t
-    b: cython.Py_ssize_t
-    p: cython.Py_ssize_t
-    q: cython.Py_ssize_t
-    m: cython.Py_ssize_t
-    row: cython.Py_ssize_t
-    wa: cython.double
-    for a in range(d * d):
-        h[a] = 0.0
-    for i in range(n):
-        row = xo + i * d
-        m = nonzeros(x, row, d, index)
-        wi = w[i] if weighted else 1.0
-        if m == d:
-            for a in range(d):
-                wa = wi * x[row + a]
-                for b in range(a, d):
-                    h[a * d + b] += wa * x[row + b]
-        else:
-            for p in range(m):
-                a = index[p]
-                wa = wi * x[row + a]
-                for q in range(p, m):
-                    h[a * d + index[q]] += wa * x[row + index[q]]
-    for a in range(d):
-        h[a * d + a] += diag
-        for b in range(a + 1, d):
-            h[b * d + a] = h[a * d + b]
 
 
 @cython.cfunc
@@ -350,6 +315,32 @@ class Projection:
 
 
 @cython.cfunc
+@cython.exceptval(check=False)
+def moments(x: cython.double[::1], xo: cython.Py_ssize_t, n: cython.Py_ssize_t, d: cython.Py_ssize_t,
+            theta: cython.double[::1], to: cython.Py_ssize_t, prob: cython.double[::1], out: cython.double[::1],
+            index: cython.Py_ssize_t[::1]) -> cython.void:
+    """out += Σ_i μ(x_iᵀθ) x_i over the n rows at x[xo:], each over its
+    non-zero entries; the μ_i into prob."""
+    i: cython.Py_ssize_t
+    q: cython.Py_ssize_t
+    m: cython.Py_ssize_t
+    row: cython.Py_ssize_t
+    linear: cython.double
+    mu: cython.double
+    for i in range(n):
+        row = xo + i * d
+        m = nonzeros(x, row, d, index)
+        linear = 0.0
+        for q in range(m):
+            linear += x[row + index[q]] * theta[to + index[q]]
+        mu = logistic(linear)
+        prob[i] = mu
+        for q in range(m):
+            out[index[q]] += mu * x[row + index[q]]
+
+
+@cython.cfunc
+@cython.exceptval(check=False)
 def filippi_value(p: Projection, x: cython.double[::1], xo: cython.Py_ssize_t, n: cython.Py_ssize_t,
                   theta: cython.double[::1], to: cython.Py_ssize_t, design_inv: cython.double[::1],
                   vo: cython.Py_ssize_t, reg: cython.double) -> cython.double:
@@ -361,14 +352,56 @@ def filippi_value(p: Projection, x: cython.double[::1], xo: cython.Py_ssize_t, n
     mu: cython.double
     for a in range(d):
         p.residual[a] = reg * theta[to + a] - p.target[a]
-    for i in range(n):
-        mu = logistic(dot(x, xo + i * d, theta, to, d))
-        p.prob[i] = mu
-        for a in range(d):
-            p.residual[a] += mu * x[xo + i * d + a]
+    moments(x, xo, n, d, theta, to, p.prob, p.residual, p.index)
     for a in range(d):
         p.wres[a] = dot(design_inv, vo + a * d, p.residual, 0, d)
     return dot(p.residual, 0, p.wres, 0, d)
+
+
+@cython.cfunc
+@cython.exceptval(check=False)
+def jacobian_pass(p: Projection, x: cython.double[::1], xo: cython.Py_ssize_t, n: cython.Py_ssize_t,
+                  reg: cython.double) -> cython.void:
+    """In one sweep over the rows, each over its non-zero entries, at the μ_i
+    in p.prob and V⁻¹r in p.wres: p.jac = Σ μ̇_i x_i x_iᵀ + λ₀I, and
+    p.second = 2 Σ μ̈_i (x_iᵀV⁻¹r) x_i x_iᵀ (μ̈ = μ̇(1 − 2μ))."""
+    d: cython.Py_ssize_t = p.d
+    i: cython.Py_ssize_t
+    a: cython.Py_ssize_t
+    b: cython.Py_ssize_t
+    q: cython.Py_ssize_t
+    r: cython.Py_ssize_t
+    m: cython.Py_ssize_t
+    row: cython.Py_ssize_t
+    mu: cython.double
+    first: cython.double
+    second: cython.double
+    xa: cython.double
+    along: cython.double
+    for a in range(d * d):
+        p.jac[a] = 0.0
+        p.second[a] = 0.0
+    for i in range(n):
+        row = xo + i * d
+        m = nonzeros(x, row, d, p.index)
+        mu = p.prob[i]
+        first = mu * (1.0 - mu)
+        along = 0.0
+        for q in range(m):
+            along += x[row + p.index[q]] * p.wres[p.index[q]]
+        second = 2.0 * first * (1.0 - 2.0 * mu) * along
+        for q in range(m):
+            a = p.index[q]
+            xa = x[row + a]
+            for r in range(q, m):
+                b = p.index[r]
+                p.jac[a * d + b] += first * xa * x[row + b]
+                p.second[a * d + b] += second * xa * x[row + b]
+    for a in range(d):
+        p.jac[a * d + a] += reg
+        for b in range(a + 1, d):
+            p.jac[b * d + a] = p.jac[a * d + b]
+            p.second[b * d + a] = p.second[a * d + b]
 
 
 @cython.cfunc
@@ -403,25 +436,15 @@ def filippi_solve(p: Projection, x: cython.double[::1], xo: cython.Py_ssize_t, n
     step: cython.double
     scale: cython.double
     alpha: cython.double
+    newton: cython.bint
     # g(θ̂)
     for a in range(d):
         p.target[a] = reg * mle[mo + a]
-    for i in range(n):
-        mu = logistic(dot(x, xo + i * d, mle, mo, d))
-        for a in range(d):
-            p.target[a] += mu * x[xo + i * d + a]
+    moments(x, xo, n, d, mle, mo, p.prob, p.target, p.index)
     value = filippi_value(p, x, xo, n, theta, to, design_inv, vo, reg)
     for it in range(PROJECTION_MAX_ITER):
-        # J = Σ μ̇ x xᵀ + λI and the second-order term Σ μ̈ (xᵀV⁻¹r) x xᵀ
-        for i in range(n):
-            mu = p.prob[i]
-            p.weight[i] = mu * (1.0 - mu)
-        weighted_gram(x, xo, p.weight, True, n, d, reg, p.jac, p.index)
-        for i in range(n):
-            mu = p.prob[i]
-            # μ̈ = μ̇ (1 − 2μ)
-            p.weight[i] = 2.0 * mu * (1.0 - mu) * (1.0 - 2.0 * mu) * dot(x, xo + i * d, p.wres, 0, d)
-        weighted_gram(x, xo, p.weight, True, n, d, 0.0, p.second, p.index)
+        # J = Σ μ̇ x xᵀ + λI and the second-order term 2 Σ μ̈ (xᵀV⁻¹r) x xᵀ
+        jacobian_pass(p, x, xo, n, reg)
         # V⁻¹J, then H = 2 JᵀV⁻¹J (J symmetric) and ∇f = 2 J V⁻¹r
         for a in range(d):
             for b in range(d):
@@ -441,7 +464,8 @@ def filippi_solve(p: Projection, x: cython.double[::1], xo: cython.Py_ssize_t, n
         # the full Hessian where it is positive definite, else Gauss–Newton's
         for a in range(d * d):
             p.shifted[a] = p.hess[a] + p.second[a]
-        if cholesky(p.shifted, p.chol, d):
+        newton = cholesky(p.shifted, p.chol, d)
+        if newton:
             for a in range(d * d):
                 p.hess[a] = p.shifted[a]
         # rhs = Hθ − ∇f
@@ -503,7 +527,7 @@ def filippi_solve(p: Projection, x: cython.double[::1], xo: cython.Py_ssize_t, n
             norm += theta[to + a] * theta[to + a]
             theta[to + a] = p.trial[a]
         value = trial_value
-        if sqrt(step) <= PROJECTION_STEP_TOL * (1.0 + sqrt(norm)):
+        if sqrt(step) <= (NEWTON_STEP_TOL if newton and alpha == 1.0 else PROJECTION_STEP_TOL) * (1.0 + sqrt(norm)):
             return it + 1
     return PROJECTION_MAX_ITER
 
@@ -556,6 +580,7 @@ class Estimator:
     ridge = cython.declare(cython.double, visibility="readonly")
     refits = cython.declare(cython.Py_ssize_t, visibility="public")
     projections = cython.declare(cython.Py_ssize_t, visibility="public")  # how often the projection was active
+    projection_steps = cython.declare(cython.Py_ssize_t, visibility="public")  # Filippi solver steps in all
 
     reg: cython.double
     kappa: cython.double
@@ -634,6 +659,7 @@ class Estimator:
         self._last_u = np.zeros(n_servers * d)
         self.refits = 0
         self.projections = 0
+        self.projection_steps = 0
         k: cython.Py_ssize_t
         for k in range(n_servers):
             self._widths[k] = self.width(0, self._bounds[k])
@@ -768,7 +794,7 @@ class Estimator:
         for a in range(d):
             self._theta[k * d + a] = self._mle[k * d + a] * (bound / norm)
         if self.filippi:
-            filippi_solve(self._projection, self._x, k * self.capacity * d, self._n[k], self._mle, k * d,
+            self.projection_steps += filippi_solve(self._projection, self._x, k * self.capacity * d, self._n[k], self._mle, k * d,
                           self._inv, k * 2 * d * d, self.reg, bound, self._theta, k * d)
 
     def design(self, server: int):
@@ -851,6 +877,7 @@ class Scorer:
         self._index = np.zeros(estimator.dim, dtype=np.intp)
 
     @cython.cfunc
+    @cython.exceptval(check=False)
     def score(self, job: cython.Py_ssize_t, k: cython.Py_ssize_t, downdate: cython.bint) -> cython.void:
         """Job's cell of column k; ``downdate``: its q from the cached one and
         server k's last u, else from V_k⁻¹."""
@@ -973,6 +1000,7 @@ class Chooser:
 
 
 @cython.cfunc
+@cython.exceptval(check=False)
 def ucb_argmax(scorer: Scorer, queue: cython.longlong[::1], length: cython.Py_ssize_t,
                chooser: Chooser) -> cython.void:
     """The (position, server) of the largest UCB index: the row-major first
