@@ -1,6 +1,7 @@
 """Every name the docs give a reader exists: each `cqb.…` dotted name imports
 (a module, or an attribute of one), each repository path is in the tree, each
-`cqb <subcommand>` is a command of the parser, each relative link resolves.
+`cqb <subcommand>` is a command of the parser, each `bench.…` tool is a module
+of bench/, each relative link resolves.
 Generated blocks (between `generated:` markers) and docs/results/ are output
 of the pipeline, not prose, and are left out."""
 
@@ -15,16 +16,17 @@ import pytest
 
 from conftest import REPO
 
-PAGES = [REPO / "README.md"] + sorted((REPO / "docs").glob("*.md"))
+PAGES = [REPO / "README.md", REPO / "bench" / "README.md"] + sorted((REPO / "docs").glob("*.md"))
 GENERATED = re.compile(r"<!-- generated:(?P<name>[\w-]+) begin.*?<!-- generated:(?P=name) end -->", re.S)
 DOTTED = re.compile(r"(?<![\w/.-])cqb(?:\.[A-Za-z_]\w*)+")
 # repository paths: what is committed (outputs under results/, figures/, data/ are not)
-TOP = r"(?:src|workflow|config|scripts|tests|docs|profiles|examples|tools|\.ci)"
+TOP = r"(?:src|workflow|config|scripts|tests|docs|profiles|examples|tools|bench|\.ci)"
 PATH = re.compile(rf"(?<![\w./-])(?:{TOP}/[\w./<>{{}}*-]*|Snakefile|setup\.py|pyproject\.toml|requirements\.txt|"
                   r"environment\.yml)")
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 CODE_SPAN = re.compile(r"`([^`\n]+)`")
 COMMAND = re.compile(r"^(?:\.venv/bin/)?cqb ([a-z][\w-]*)")
+BENCH_TOOL = re.compile(r"(?<![\w/.-])bench\.([a-z_]\w*)")
 
 
 def prose(page: Path) -> str:
@@ -87,6 +89,8 @@ def names(kind):
         elif kind == "link":
             found += [(page, link) for link in LINK.findall(text)
                       if not re.match(r"[a-z]+:|#", link)]
+        elif kind == "tool":
+            found += [(page, tool) for tool in BENCH_TOOL.findall(text)]
         elif kind == "command":
             found += [(page, match.group(1)) for line in code_lines(text)
                       for match in [COMMAND.match(line)] if match]
@@ -98,6 +102,7 @@ def test_the_docs_are_read_as_intended():
     assert ("cqb.pipeline.experiments.build_plan" in {n for _, n in names("dotted")})
     assert "profiles/slurm" in {p.rstrip("/") for _, p in names("path")}
     assert {"run", "publish", "time"} <= {c for _, c in names("command")}
+    assert {"sim_speed", "pipeline_benchmark"} <= {t for _, t in names("tool")}
     assert resolves("cqb.analysis.curves.Curve.with_files") and not resolves("cqb.claims")
     assert not resolves("cqb.analysis.curves.Nope") and exists("workflow/rules/*.smk")
     assert not exists("workflow/profiles/default") and exists("profiles/<site>/")
@@ -110,6 +115,12 @@ def test_every_dotted_name_exists():
 
 def test_every_repository_path_exists():
     missing = [f"{page.relative_to(REPO)}: {path}" for page, path in names("path") if not exists(path)]
+    assert not missing, "\n".join(missing)
+
+
+def test_every_bench_tool_exists():
+    missing = [f"{page.relative_to(REPO)}: bench.{tool}" for page, tool in names("tool")
+               if not (REPO / "bench" / f"{tool}.py").is_file()]
     assert not missing, "\n".join(missing)
 
 

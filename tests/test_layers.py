@@ -19,14 +19,10 @@ LAYERS = {
     "cqb.analysis": 2, "cqb.data": 2,
     "cqb.pipeline": 3,
     "cqb.figures": 4,
-    # on top: the public policy API for plugins (a re-export), the benchmark's
-    # options (apart, so that the command line need not import the benchmark),
-    # the job side of the run server (stdlib only), the benchmarks, the command line,
-    # the run server, which runs the command line in its forks, and the
-    # measurement tools of cqb.bench, which time all of these
-    "cqb.policies": 5, "cqb.bench.options": 5, "cqb.jobs": 5, "cqb.jobs.client": 5,
-    "cqb.bench.pipeline_benchmark": 6, "cqb.bench.benchmark": 7, "cqb.cli": 8, "cqb.jobs.server": 9,
-    "cqb.bench": 10,
+    # on top: the public policy API for plugins (a re-export), the job side of
+    # the run server (stdlib only), the command line, and the run server, which
+    # runs the command line in its forks
+    "cqb.policies": 5, "cqb.jobs": 5, "cqb.jobs.client": 5, "cqb.cli": 8, "cqb.jobs.server": 9,
 }
 
 
@@ -130,6 +126,26 @@ def test_the_simulation_core_imports_nothing_outside_it():
     for source, targets in imports().items():
         if source.startswith("cqb.sim"):
             assert all(target.startswith("cqb.sim") or target == "cqb" for target in targets), (source, targets)
+
+
+def imported_top_names(root: Path = SRC) -> set[str]:
+    """The top-level names every module under ``root`` imports (absolute imports)."""
+    names = set()
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                names.add(node.module.split(".")[0])
+    return names
+
+
+def test_the_package_does_not_import_the_measurement_tools():
+    """bench/ (a checkout's top-level folder, not installed) times the package;
+    an import of it from src/ would work in a checkout and fail when installed."""
+    names = imported_top_names()
+    assert "numpy" in names and "cqb" in names  # the scan sees absolute imports
+    assert "bench" not in names
 
 
 def test_the_root_package_imports_nothing():

@@ -2,8 +2,10 @@
 results' code hash against the current simulation code."""
 
 import json
+import sys
 import time
 
+import pandas as pd
 import pytest
 
 from cqb.pipeline.results import (TIMING_COLUMNS, BEGIN, END, config_hash, generated_block, pool_checksums,
@@ -103,6 +105,27 @@ def test_time_command_records_wall_time_load_and_exit_code(tmp_path):
     assert failed["returncode"] == 3
     text = timings_markdown(table)
     assert text.count("\n") == 3 and "a nap" in text and "(exit 3)" in text
+
+
+def test_time_records_the_cpu_of_the_command_and_its_children(tmp_path):
+    table = tmp_path / "timings.tsv"
+    burn = "import subprocess, sys; sum(range(3_000_000)); subprocess.run([sys.executable, '-c', 'sum(range(3_000_000))'])"
+    row = time_command([sys.executable, "-c", burn], "burn", table)
+    assert row["returncode"] == 0 and row["cpu_seconds"] > 0.05
+    assert row["snakemake_cpu_seconds"] == ""  # not a snakemake command
+    assert list(pd.read_csv(table, sep="\t").columns) == list(TIMING_COLUMNS)
+
+
+def test_time_upgrades_a_table_with_the_older_columns(tmp_path):
+    table = tmp_path / "timings.tsv"
+    old = TIMING_COLUMNS[:9]
+    table.write_text("\t".join(old) + "\n" + "\t".join(["2026-11-30 04:16 UTC", "old run", "snakemake", "10.0",
+                                                        "1.0", "1.0", "1.0", "2", "0"]) + "\n")
+    time_command([sys.executable, "-c", "pass"], "new run", table)
+    rows = pd.read_csv(table, sep="\t")
+    assert list(rows.columns) == list(TIMING_COLUMNS)
+    assert rows["label"].tolist() == ["old run", "new run"]
+    assert pd.isna(rows["cpu_seconds"][0]) and rows["cpu_seconds"][1] >= 0
 
 
 def test_timings_markdown_shows_only_the_latest_runs(tmp_path):

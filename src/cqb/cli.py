@@ -9,7 +9,6 @@ Examples::
     cqb run --draw-trace --seed 0 --out trace.npz   # a seed's common random numbers, once
     cqb run --policy cqb_opt --seed 0 --trace trace.npz --out run.npz  # the same run as above
     cqb run --policy cqb_opt --seed 0 --trace-cache trace.npz --out run.npz  # read it, or draw and write it
-    cqb benchmark --repeats 3          # timings of the simulation core (docs/benchmarks.md)
     cqb tables results figures         # the Markdown tables of docs/figures.md
     cqb compare OLD/runs results/runs  # what a code change changed, run by run
 
@@ -154,9 +153,6 @@ def build_parser() -> argparse.ArgumentParser:
                              "instead of a run file")
     run.add_argument("--out", required=True, help="output .npz (written atomically)")
 
-    from .bench.options import add_benchmark_arguments
-
-    add_benchmark_arguments(commands.add_parser("benchmark", help="time the simulation core (not a test)"))
     tables = commands.add_parser("tables", help="Markdown tables of docs/figures.md from the pipeline's tables")
     tables.add_argument("results", nargs="?", default="results")
     tables.add_argument("figures", nargs="?", default="figures")
@@ -337,11 +333,6 @@ def main(argv: list[str] | None = None) -> int:
     args = command_parser().parse_args(argv)
     if args.command == "policies":
         print(policy_defaults_markdown() if args.markdown else _policy_listing())
-        return 0
-    if args.command == "benchmark":
-        from .bench.benchmark import main as benchmark
-
-        benchmark(args)
         return 0
     if args.command in ("publish", "time"):
         from .pipeline import results

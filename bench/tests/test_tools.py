@@ -1,13 +1,16 @@
-"""A `cqb run` job's start-up measurement (docs/benchmarks.md, "Job start-up"):
-the opt-in loop-start probe and the benchmark that reads it."""
+"""The measurement tools' logic (not their timings): a job's start-up and its
+loop-start probe, the baseline trees, sim_speed's job sample, the timeline."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import pytest
+
 import cqb.sim.simulate
-from cqb.bench.benchmark import startup_table, startup_times
+from bench import trees
+from bench.startup import FORKED, startup_table, startup_times
 from cqb.sim.simulate import simulate
 
 SMALL = {"kind": "synthetic", "n_servers": 2, "dim": 2, "arrival_rate": 0.5, "slack": 0.1}
@@ -43,7 +46,6 @@ def test_startup_table_says_when_a_source_has_no_probe():
 
 def test_startup_times_of_a_forked_job_add_the_forked_run_cpu(tmp_path):
     from cqb.jobs import client as run_client
-    from cqb.bench.benchmark import FORKED
 
     server = run_client.start()
     try:
@@ -59,7 +61,7 @@ def test_startup_times_of_a_forked_job_add_the_forked_run_cpu(tmp_path):
 
 def test_sim_speed_samples_the_simulate_jobs_of_a_snakemake_log(tmp_path):
     """--jobs-from reads each simulate job's run from its shell line, and no other rule's."""
-    from cqb.bench.sim_speed import sampled_jobs
+    from bench.sim_speed import sampled_jobs
 
     spec = '{"arrival_rate": 0.7, "dim": 5, "kind": "synthetic", "n_servers": 5, "slack": 0.1}'
     lines = [
@@ -87,7 +89,7 @@ def test_timeline_counts_the_seconds_short_of_jobs():
     """Two jobs side by side for two seconds, one alone for three, a second
     with none, a checkpoint alone: 5 short seconds, one of them empty, blamed
     on the rules that ran alone."""
-    from cqb.bench.timeline import job_spans, short_seconds
+    from bench.timeline import job_spans, short_seconds
 
     def stamp(second):
         return f"[Wed Dec  2 00:00:{second:02d} 2026]"
@@ -100,3 +102,21 @@ def test_timeline_counts_the_seconds_short_of_jobs():
     span, short, empty, blame = short_seconds(spans, 2)
     assert (span, short, empty) == (7, 5, 1)
     assert blame == {"aggregate": 3, "powered_look": 1}
+
+
+def test_a_baseline_is_a_checkout_or_its_src_folder(tmp_path):
+    """Either names the folder that goes on PYTHONPATH; anything else is refused."""
+    assert trees.SOURCE == SRC  # the tools time the checkout they sit in
+    assert trees.source_folder(trees.CHECKOUT) == trees.source_folder(trees.SOURCE) == SRC
+    with pytest.raises(SystemExit, match="not a cqb checkout"):
+        trees.source_folder(tmp_path)
+
+
+def test_a_baseline_that_does_not_run_is_refused_with_the_build_command(tmp_path):
+    """A tree whose compiled parts are missing (a fresh checkout, never built):
+    refused before any timing, with the command that builds it."""
+    (tmp_path / "src" / "cqb").mkdir(parents=True)
+    (tmp_path / "src" / "cqb" / "__init__.py").write_text("")  # imports, but has no simulation
+    with pytest.raises(SystemExit, match="build_ext --inplace"):
+        trees.check_runs(tmp_path)
+    assert trees.check_runs(trees.CHECKOUT) == SRC

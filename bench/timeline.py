@@ -1,6 +1,6 @@
 """How busy the cores were over a Snakemake run, from its log.
 
-    python -m cqb.bench.timeline SNAKEMAKE_LOG [--cores 2]
+    python -m bench.timeline SNAKEMAKE_LOG [--cores 2]
 
 Snakemake stamps each job's start and finish to the second; a job counts as
 running in every second from its start stamp to its finish stamp. Prints the

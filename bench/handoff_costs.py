@@ -1,12 +1,12 @@
 """What a simulate job's hand-off to the run server costs, per job, variants side by side.
 
-    python -m cqb.bench.handoff_costs [--jobs 50] [--rounds 3] [--baseline SRC] [--phases 20]
+    python -m bench.handoff_costs [--jobs 50] [--rounds 3] [--baseline TREE [--build]] [--phases 20]
 
 Starts a run server from this checkout (cqb.jobs.client.start, with the
-compiled client the package build made) and, with ``--baseline``, one from another source
-tree by that tree's own start() (cqb.jobs.client, or cqb.run_client in older trees) (``git archive COMMIT src | tar
--x -C DIR``, with the compiled kernel copied into DIR/src/cqb/sim), whose
-forked runs show the fixed costs before a change. Then it runs the simulate
+compiled client the package build made) and, with ``--baseline``, one from another
+checkout, built in place (bench.trees), by that tree's own start()
+(cqb.jobs.client, or cqb.run_client in older trees), whose forked runs show
+the fixed costs before a change. Then it runs the simulate
 rule's shell line (``bash -c 'set -euo pipefail; CLIENT run ... 2> LOG'``,
 T = 500, the oracle at the base instance, a new seed per job, the same seeds
 in every variant) one job at a time, ``--jobs`` per variant, the variants
@@ -44,6 +44,8 @@ from pathlib import Path
 
 from cqb.jobs import client as run_client
 from cqb.pipeline.results import children_cpu
+
+from . import trees
 
 SPEC = {"kind": "synthetic", "n_servers": 5, "dim": 5, "arrival_rate": 0.7, "slack": 0.1}
 FIRST_SEED = 700_000  # no experiment's
@@ -178,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--baseline", type=Path, help="a source tree (its src/) whose server to compare with")
+    parser.add_argument("--baseline", type=Path, help="another checkout (or its src/) whose server to compare with")
+    parser.add_argument("--build", action="store_true", help="first build the baseline in place")
     parser.add_argument("--phases", type=int, default=0, metavar="N", help="also time a run's phases in N forks")
     args = parser.parse_args(argv)
     from cqb.sim.code_hash import simulation_code_hash
@@ -188,23 +191,25 @@ def main(argv: list[str] | None = None) -> int:
     base_env = {key: value for key, value in os.environ.items()
                 if key not in (run_client.RUN_SERVER_VARIABLE, run_client.RUN_CLIENT_VARIABLE,
                                run_client.RUN_FALLBACK_VARIABLE)}
-    servers = {}  # label -> (socket path, server pid, its own compiled client)
+    servers = {}  # label -> (socket path, server pid, its own compiled client, the jobs' environment)
     baseline = None
     if args.baseline:  # started by the baseline's own client module, in a process that waits for our exit
         starter = ("import sys\ntry:\n    from cqb.jobs import client as run_client\n"
                    "except ImportError:\n    from cqb import run_client\nserver = run_client.start(); "
                    "print(server.socket_path, server.pid, server.client, flush=True); sys.stdin.read()")
+        # its jobs carry the server's PYTHONPATH: a server forks only jobs whose start-up environment is its own
+        baseline_env = {**base_env, "PYTHONPATH": str(trees.baseline(args.baseline, args.build))}
         baseline = subprocess.Popen([sys.executable, "-c", starter], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    env={**base_env, "PYTHONPATH": str(args.baseline.resolve() / "src")}, text=True)
+                                    env=baseline_env, text=True)
         socket_path, pid, client = baseline.stdout.readline().split()
-        servers["baseline"] = (socket_path, int(pid), client)
+        servers["baseline"] = (socket_path, int(pid), client, baseline_env)
     server = run_client.start()
     if server is None or server.client is None:
         raise SystemExit("handoff_costs: the run server did not start, or its client was not built (no C compiler?)")
-    servers["this checkout"] = (server.socket_path, server.pid, server.client)
+    servers["this checkout"] = (server.socket_path, server.pid, server.client, base_env)
     variants = {"no server: cqb run in its own process": (cqb, base_env, None)}
-    for label, (socket_path, pid, client) in servers.items():
-        env = {**base_env, run_client.RUN_SERVER_VARIABLE: socket_path, run_client.RUN_FALLBACK_VARIABLE: cqb}
+    for label, (socket_path, pid, client, job_env) in servers.items():
+        env = {**job_env, run_client.RUN_SERVER_VARIABLE: socket_path, run_client.RUN_FALLBACK_VARIABLE: cqb}
         if label == "this checkout":  # this checkout's `cqb` speaks this checkout's protocol only
             variants[f"Python client, {label}'s server"] = (cqb, env, pid)
         variants[f"compiled client, {label}'s server"] = (client, env, pid)  # each server's own client
@@ -222,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
             print()
             sources = {"this checkout": base_env}  # no server variable: the forks run the command
             if args.baseline:
-                sources = {"baseline": {**base_env, "PYTHONPATH": str(args.baseline.resolve() / "src")}, **sources}
+                sources = {"baseline": baseline_env, **sources}
             print(phases_table(args.phases, scratch, args.rounds, sources))
     server.stop()
     if baseline is not None:

@@ -1,6 +1,8 @@
 """Benchmark of the pipeline's own overhead (not a test: timings depend on the machine).
 
-Usage: cqb benchmark --pipeline [--jobs 100] [--scales 1 10] [--variant NAME='ARGS' ...]
+    python -m bench.pipeline_benchmark [--jobs 100] [--scales 1 10] [--variant NAME='ARGS' ...]
+        [--policies random] [--horizon 500] [--cores 2] [--baseline CHECKOUT] [--out FILE]
+    python -m bench.pipeline_benchmark --split [--results results] [--timings TSV] [--row -1]
 
 Runs ``jobs × scale`` trivial simulate jobs (the Random policy at the base
 instance, T = 500, seeds no experiment uses) through the real workflow — the
@@ -19,11 +21,17 @@ reports per variant and scale:
 A variant is a name and extra Snakemake arguments (``--variant
 ilp='--scheduler ilp'``); the variant ``profile`` (no extra arguments: what
 ``snakemake --cores 2`` does) always runs. Variants alternate within each
-scale, so a ratio between them is measured side by side.
+scale, so a ratio between them is measured side by side. ``--baseline``
+times another checkout's workflow beside (its Snakefile, and its own
+``.venv``, where that checkout is installed).
+
+``--split`` instead reads where the CPU of a run timed by `cqb time` went
+(:func:`run_split`).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shlex
@@ -36,17 +44,28 @@ from pathlib import Path
 
 import yaml
 
-from ..pipeline.experiments import BASE_INSTANCE
-from ..pipeline.results import SNAKEMAKE_LAUNCHER
+from cqb.pipeline.experiments import BASE_INSTANCE
+from cqb.pipeline.results import SNAKEMAKE_LAUNCHER
 
-REPOSITORY = Path(__file__).resolve().parents[3]
-# Snakemake finds a workflow profile by itself only in profiles/ beside the
-# Snakefile; named here so the benchmark runs it whatever its working folder.
-PROFILE = REPOSITORY / "profiles" / "default"
+REPOSITORY = Path(__file__).resolve().parents[1]
+
+
+def default_profile(snakefile: Path) -> Path:
+    """The checkout's default profile, beside its Snakefile (workflow/profiles/
+    in older trees): Snakemake finds it by itself only from the Snakefile's
+    folder, so it is named, and the benchmark runs it from a scratch folder."""
+    folder = Path(snakefile).parent
+    for profile in (folder / "profiles" / "default", folder / "workflow" / "profiles" / "default"):
+        if profile.is_dir():
+            return profile
+    raise SystemExit(f"no default profile beside {snakefile}")
+
+
 EXPERIMENT = "pipeline_benchmark"
 # Far from the figures' (0–299), the tuning's (1000–1029) and every other seed range.
 FIRST_SEED = 500_000
 BASE = BASE_INSTANCE
+
 
 @dataclass(frozen=True)
 class PipelineTiming:
@@ -64,7 +83,7 @@ def benchmark_config(results_dir: Path, jobs: int, horizon: int = 500, policy: s
         "results_dir": str(results_dir),
         "figures_dir": str(results_dir / "figures"),
         "experiments": {EXPERIMENT: {
-            "description": "trivial jobs of the pipeline benchmark (cqb benchmark --pipeline)",
+            "description": "trivial jobs of the pipeline benchmark (bench.pipeline_benchmark)",
             "instance": BASE, "horizon": horizon, "seeds": jobs, "first_seed": FIRST_SEED,
             "policies": [policy]}},
     }
@@ -92,7 +111,7 @@ def run_pipeline(jobs: int, extra_args: list[str], variant: str, cores: int = 2,
                                                                       list(policies))))
         usage = scratch / "usage.json"
         target = scratch / "results" / "aggregate" / f"{EXPERIMENT}.tsv"
-        profile = Path(snakefile).parent / "workflow" / "profiles" / "default"
+        profile = default_profile(snakefile)
         command = [python, "-c", SNAKEMAKE_LAUNCHER, str(usage), str(target),
                    "--snakefile", str(snakefile), "--workflow-profile", str(profile),
                    "--configfile", str(overlay), "--cores", str(cores), *extra_args]
@@ -138,16 +157,16 @@ def pipeline_table(timings: list[PipelineTiming], base_jobs: int, load: tuple[tu
 def pipeline_main(args) -> str:
     variants = {"profile": ([], {})}
     variants.update({name: (extra, {}) for name, extra in map(parse_variant, args.variant)})
-    if args.baseline_checkout:  # another checkout's workflow and environment, timed beside
-        checkout = Path(args.baseline_checkout).resolve()
+    if args.baseline:  # another checkout's workflow and environment, timed beside
+        checkout = Path(args.baseline).resolve()
         variants["baseline checkout"] = ([], {"snakefile": checkout / "Snakefile",
                                               "python": str(checkout / ".venv" / "bin" / "python")})
-    policies = tuple(args.bench_policies.split(","))
+    policies = tuple(args.policies.split(","))
     load_before = os.getloadavg()
     timings = []
     for scale in args.scales:
         for name, (extra, checkout) in variants.items():
-            timing = run_pipeline(args.jobs * scale, extra, name, cores=args.cores, horizon=args.bench_horizon,
+            timing = run_pipeline(args.jobs * scale, extra, name, cores=args.cores, horizon=args.horizon,
                                   policies=policies, **checkout)
             print(f"{name}: {timing.jobs} jobs, {timing.wall:.1f} s wall, Snakemake "
                   f"{1000 * timing.snakemake_cpu / timing.steps:.1f} ms CPU per job", file=sys.stderr)
@@ -158,7 +177,7 @@ def pipeline_main(args) -> str:
 def simulation_cpu(results_dir: Path) -> dict[Path, float]:
     """Each simulate log under ``results_dir`` → the run's own CPU seconds (its
     last line; logs without one, of runs that did not finish, are left out)."""
-    from ..jobs.client import OWN_CPU
+    from cqb.jobs.client import OWN_CPU
 
     cpu = {}
     for log in (results_dir / "logs" / "simulate").rglob("*.log"):
@@ -215,3 +234,32 @@ def split_main(args) -> str:
     results = Path(args.results)
     # the data rules' benchmark files sit beside the results folder, in the workflow's folder
     return run_split(results, rows.iloc[args.row].to_dict(), data_benchmarks=results.resolve().parent / "benchmarks")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--jobs", type=int, default=100, help="simulate jobs at scale 1 (default 100)")
+    parser.add_argument("--scales", type=int, nargs="+", default=[1, 10],
+                        help="multiples of --jobs to run (default 1 10)")
+    parser.add_argument("--variant", action="append", default=[], metavar="NAME='ARGS'",
+                        help="extra Snakemake arguments timed beside the profile's (repeatable)")
+    parser.add_argument("--cores", type=int, default=2, help="snakemake --cores (default 2)")
+    parser.add_argument("--policies", default="random", help="the policies run on each seed, comma-separated")
+    parser.add_argument("--horizon", type=int, default=500, help="T (default 500)")
+    parser.add_argument("--baseline", metavar="CHECKOUT",
+                        help="another checkout (its Snakefile, its .venv) timed beside")
+    parser.add_argument("--split", action="store_true", help="where the CPU of a timed pipeline run went")
+    parser.add_argument("--results", default="results", help="with --split: the run's results_dir")
+    parser.add_argument("--timings", default="docs/results/timings.tsv", help="with --split: the cqb time table")
+    parser.add_argument("--row", type=int, default=-1, help="with --split: which row (default the last)")
+    parser.add_argument("--out", help="write the table here as well")
+    args = parser.parse_args(argv)
+    text = split_main(args) if args.split else pipeline_main(args)
+    if args.out:
+        Path(args.out).write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,6 +1,6 @@
 """Which part of a timed full run the powered stages cost (the powered evaluation's budget).
 
-    python -m cqb.bench.stage_costs RESULTS_DIR TIMINGS_TSV [ROW] [CONFIG]
+    python -m bench.stage_costs RESULTS_DIR TIMINGS_TSV [ROW] [CONFIG]
 
 Every simulate log of RESULTS_DIR (a fresh clone's, one run of `all`: a
 candidates benchmark's runs would count as powered) is put in one
@@ -9,8 +9,8 @@ base: Figures 2-4, 6, 7, tuning stage 1, the N = 10 stall check), Figure 5's
 own runs, the powered claims' (seeds from powered.first_seed, requested by
 the checkpoints) and the powered tuning's stage 2 (tuning.stage2 seeds).
 Each part's CPU is its runs' own CPU (their logs) plus, per job, the run's
-average Snakemake and start-up/hand-off CPU (cqb benchmark --split); its
-wall estimate is that over the run's cores. An attribution, not a separate
+average Snakemake and start-up/hand-off CPU (bench.pipeline_benchmark
+--split); its wall estimate is that over the run's cores. An attribution, not a separate
 timed run: the parts share one Snakemake, and the aggregation rules are left
 in the base."""
 
@@ -22,7 +22,7 @@ import yaml
 
 from cqb.pipeline.config_schema import validate_config
 from cqb.pipeline.experiments import build_plan
-from cqb.bench.pipeline_benchmark import other_rules_cpu, simulation_cpu
+from .pipeline_benchmark import other_rules_cpu, simulation_cpu
 
 
 def main(argv: list[str]) -> int:

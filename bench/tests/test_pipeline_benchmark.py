@@ -1,35 +1,12 @@
-"""The pipeline's timing tools without running a pipeline: `cqb time`'s CPU
-columns (an older table upgraded in place) and the CPU split of a run."""
+"""The pipeline benchmark's logic without running a pipeline: its config, its
+variants, the CPU split of a timed run and which profile it runs."""
 
 from __future__ import annotations
 
-import sys
+import pytest
 
-import pandas as pd
-
-from cqb.bench.pipeline_benchmark import benchmark_config, parse_variant, run_split
-from cqb.pipeline.results import TIMING_COLUMNS, time_command
-
-
-def test_time_records_the_cpu_of_the_command_and_its_children(tmp_path):
-    table = tmp_path / "timings.tsv"
-    burn = "import subprocess, sys; sum(range(3_000_000)); subprocess.run([sys.executable, '-c', 'sum(range(3_000_000))'])"
-    row = time_command([sys.executable, "-c", burn], "burn", table)
-    assert row["returncode"] == 0 and row["cpu_seconds"] > 0.05
-    assert row["snakemake_cpu_seconds"] == ""  # not a snakemake command
-    assert list(pd.read_csv(table, sep="\t").columns) == list(TIMING_COLUMNS)
-
-
-def test_time_upgrades_a_table_with_the_older_columns(tmp_path):
-    table = tmp_path / "timings.tsv"
-    old = TIMING_COLUMNS[:9]
-    table.write_text("\t".join(old) + "\n" + "\t".join(["2026-11-30 04:16 UTC", "old run", "snakemake", "10.0",
-                                                        "1.0", "1.0", "1.0", "2", "0"]) + "\n")
-    time_command([sys.executable, "-c", "pass"], "new run", table)
-    rows = pd.read_csv(table, sep="\t")
-    assert list(rows.columns) == list(TIMING_COLUMNS)
-    assert rows["label"].tolist() == ["old run", "new run"]
-    assert pd.isna(rows["cpu_seconds"][0]) and rows["cpu_seconds"][1] >= 0
+from bench.pipeline_benchmark import benchmark_config, default_profile, parse_variant, run_split
+from bench.trees import CHECKOUT
 
 
 def test_split_accounts_for_every_cpu_second(tmp_path):
@@ -56,3 +33,14 @@ def test_benchmark_config_uses_seeds_no_experiment_uses_and_variants_parse(tmp_p
     experiment = config["experiments"]["pipeline_benchmark"]
     assert experiment["seeds"] == 30 and experiment["first_seed"] >= 100_000 and experiment["horizon"] == 500
     assert parse_variant("ilp=--scheduler ilp --quiet rules") == ("ilp", ["--scheduler", "ilp", "--quiet", "rules"])
+
+
+def test_the_benchmark_runs_the_checkouts_own_default_profile(tmp_path):
+    """This checkout's profile beside its Snakefile; an older tree's under workflow/."""
+    assert default_profile(CHECKOUT / "Snakefile") == CHECKOUT / "profiles" / "default"
+    (tmp_path / "workflow" / "profiles" / "default").mkdir(parents=True)
+    assert default_profile(tmp_path / "Snakefile") == tmp_path / "workflow" / "profiles" / "default"
+    (tmp_path / "profiles" / "default").mkdir(parents=True)
+    assert default_profile(tmp_path / "Snakefile") == tmp_path / "profiles" / "default"
+    with pytest.raises(SystemExit, match="no default profile"):
+        default_profile(tmp_path / "elsewhere" / "Snakefile")

@@ -1,15 +1,15 @@
 """Where a `cqb run` job's in-process CPU goes: the policy's round loop against
 everything else (instance, trace, oracle, I/O), with and without a trace file.
 
-    python -m cqb.bench.job_split [--policy cqb_opt] [--horizon 5000] [--seeds 0-9]
-                                  [--instance JSON] [--baseline SRC] [--out FILE]
+    python -m bench.job_split [--policy cqb_opt] [--horizon 5000] [--seeds 0-9]
+                              [--instance JSON] [--baseline TREE [--build]] [--out FILE]
 
 Each seed runs ``cqb.cli.main(["run", ...])`` in this process
 (after one untimed warm-up run): once drawing its trace itself, once on the
 trace file that ``cqb run --draw-trace`` wrote for it. The loop is the CPU
 time inside cqb.sim.simulate.run_policy, timed by a wrapper put around it
-from here, so the simulation code carries no probe. ``--baseline SRC`` (the
-``src/`` of another checkout, its kernel built) times that code's drawn jobs
+from here, so the simulation code carries no probe. ``--baseline TREE``
+(another checkout, built in place: bench.trees) times that code's drawn jobs
 beside, in a process of its own. Prints a Markdown table of the medians.
 
 A measurement for docs/benchmarks.md, not a test: timings depend on the machine.
@@ -26,16 +26,17 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..cli import main as cqb_main, pin_blas_to_one_thread
-from ..pipeline.experiments import BASE_INSTANCE
+from cqb.cli import main as cqb_main, pin_blas_to_one_thread
+from cqb.pipeline.experiments import BASE_INSTANCE
 
+from . import trees
 
 
 def _profiled(argv: list[str]) -> tuple[float, float]:
     """(CPU seconds of the whole call, CPU seconds inside run_policy), the loop
     timed by a wrapper around cqb.sim.simulate.run_policy (no profiler: its
     per-call cost would inflate the loop's many small calls)."""
-    from ..sim import simulate
+    from cqb.sim import simulate
 
     inner, spent = simulate.run_policy, []
 
@@ -99,11 +100,11 @@ print(json.dumps(rows))
 """
 
 
-def baseline_split(src: str, policy: str, horizon: int, seeds: list[int], instance: dict, scratch: Path) -> list:
+def baseline_split(src: Path, policy: str, horizon: int, seeds: list[int], instance: dict, scratch: Path) -> list:
     import subprocess
 
     common = ["--instance-spec", json.dumps(instance), "--horizon", str(horizon)]
-    env = {**os.environ, "PYTHONPATH": str(Path(src).resolve())}
+    env = {**os.environ, "PYTHONPATH": str(src)}
     done = subprocess.run([sys.executable, "-c", BASELINE_SCRIPT,
                            json.dumps([policy, common, seeds, str(scratch / "baseline.npz")])],
                           env=env, capture_output=True, text=True, check=True)
@@ -136,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--horizon", type=int, default=5000)
     parser.add_argument("--seeds", default="0-9", help="a range, e.g. 0-9")
     parser.add_argument("--instance", default=json.dumps(BASE_INSTANCE), help="instance spec as JSON")
-    parser.add_argument("--baseline", metavar="SRC", help="another checkout's src/, its drawn jobs timed beside")
+    parser.add_argument("--baseline", metavar="TREE", help="another checkout (or its src/), its drawn jobs timed beside")
+    parser.add_argument("--build", action="store_true", help="first build the baseline in place")
     parser.add_argument("--out", help="write the table here as well")
     args = parser.parse_args(argv)
     pin_blas_to_one_thread()
@@ -144,8 +146,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as scratch:
         rows = {}
         if args.baseline:
-            rows["baseline checkout, drawn"] = baseline_split(args.baseline, args.policy, args.horizon, seeds,
-                                                              instance, Path(scratch))
+            src = trees.baseline(args.baseline, args.build)
+            rows["baseline checkout, drawn"] = baseline_split(src, args.policy, args.horizon, seeds, instance,
+                                                              Path(scratch))
         rows.update(split(args.policy, args.horizon, seeds, instance, Path(scratch)))
         text = table(rows, args.policy, args.horizon, seeds, instance)
     if args.out:

@@ -1,17 +1,16 @@
 """CPU per simulation of this checkout against another source tree, side by side.
 
-    python -m cqb.bench.sim_speed BASELINE_SRC [--horizon 5000] [--seeds 0-9] [--rounds 3]
-                              [--policies cqb_opt,cqb_ts,...] [--instance JSON]
-    python -m cqb.bench.sim_speed BASELINE_SRC --jobs-from LOG [--sample 400] [--workdir DIR]
+    python -m bench.sim_speed BASELINE [--build] [--horizon 5000] [--seeds 0-9] [--rounds 3]
+                          [--policies cqb_opt,cqb_ts,...] [--instance JSON]
+    python -m bench.sim_speed BASELINE --jobs-from LOG [--sample 400] [--workdir DIR]
 
 Each round, for each policy, runs the same seeds' simulations (the whole
 simulate(): instance, trace, policy, oracle) in one fresh Python process per
 source, the sources alternating so that load drifts hit both alike, and
 reads the process CPU the runs took (after one untimed warm-up run). Prints
 a Markdown table of the median CPU per run of each source and their ratio,
-with the load averages. BASELINE_SRC is a `src/` folder of another checkout
-(e.g. from `git archive`); it needs its compiled kernel beside its
-`_kernel.c` (copy the built `.so` if the C file is the same).
+with the load averages. BASELINE is another checkout (its root or its
+`src/`) of any commit, built in place (bench.trees; ``--build`` builds it).
 
 With ``--jobs-from``, the simulations are instead a random sample of the
 simulate jobs a Snakemake log ran (its shell lines: instance spec, policy,
@@ -34,6 +33,8 @@ from pathlib import Path
 
 from cqb.cli import BLAS_THREAD_VARIABLES
 from cqb.pipeline.experiments import BASE_INSTANCE
+
+from . import trees
 
 BASE_INSTANCE = {**BASE_INSTANCE, "min_accept_rate": 0.005}
 POLICIES = "cqb_opt,cqb_ts,cqb_eps,cqb_eta2,cqb_eps_opt,q_ths,q_ucb,random,oracle"
@@ -124,7 +125,9 @@ def seed_range(text: str) -> list[int]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("baseline", type=Path, help="the other source tree's src/ folder")
+    parser.add_argument("baseline", type=Path, help="the other checkout (its root or its src/ folder)")
+    parser.add_argument("--build", action="store_true",
+                        help="first build the baseline in place (setup.py build_ext --inplace)")
     parser.add_argument("--horizon", type=int, default=5000)
     parser.add_argument("--seeds", type=seed_range, default=seed_range("0-9"))
     parser.add_argument("--rounds", type=int, default=3)
@@ -135,8 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample-seed", type=int, default=1)
     parser.add_argument("--workdir", type=Path, default=Path.cwd(), help="where --jobs-from's jobs ran")
     args = parser.parse_args(argv)
-    this = Path(__file__).resolve().parents[2]
-    sources = {"baseline": args.baseline.resolve(), "this checkout": this}
+    sources = {"baseline": trees.baseline(args.baseline, args.build), "this checkout": trees.SOURCE}
     if args.jobs_from:
         jobs = sampled_jobs(args.jobs_from, args.sample, args.sample_seed)
         load_before = os.getloadavg()
