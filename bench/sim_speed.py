@@ -1,13 +1,15 @@
 """CPU per simulation of this checkout against another source tree, side by side.
 
     python -m bench.sim_speed BASELINE [--build] [--horizon 5000] [--seeds 0-9] [--rounds 3]
-                          [--policies cqb_opt,cqb_ts,...] [--instance JSON]
+                          [--policies cqb_opt,cqb_ts,...] [--instance JSON] [--cached-trace]
     python -m bench.sim_speed BASELINE --jobs-from LOG [--sample 400] [--workdir DIR]
 
 Each round, for each policy, runs the same seeds' simulations (the whole
 simulate(): instance, trace, policy, oracle) in one fresh Python process per
 source, the sources alternating so that load drifts hit both alike, and
-reads the process CPU the runs took (after one untimed warm-up run). Prints
+reads the process CPU the runs took (after one untimed warm-up run). With
+``--cached-trace``, each seed's trace file is drawn first (untimed, by the same
+source) and the runs play on it, as a workflow job does. Prints
 a Markdown table of the median CPU per run of each source and their ratio,
 with the load averages. BASELINE is another checkout (its root or its
 `src/`) of any commit, built in place (bench.trees; ``--build`` builds it).
@@ -51,6 +53,25 @@ print((time.process_time() - start) / len(seeds))
 """
 
 
+CACHED_WORKER = """
+import json, os, sys, tempfile, time
+from cqb.sim.simulate import draw, simulate
+from cqb.sim.trace import save_trace
+spec, policy, horizon, seeds = json.loads(sys.stdin.read())
+with tempfile.TemporaryDirectory() as folder:
+    files = []
+    for seed in seeds:
+        instance, _, trace, oracle_path = draw(spec, horizon, seed)
+        files.append(os.path.join(folder, f"{seed}.npz"))
+        save_trace(files[-1], instance, spec, horizon, seed, trace, oracle_path)
+    simulate(spec, policy, None, horizon, seeds[0], trace_file=files[0])  # warm-up
+    start = time.process_time()
+    for seed, path in zip(seeds, files):
+        simulate(spec, policy, None, horizon, seed, trace_file=path)
+    print((time.process_time() - start) / len(seeds))
+"""
+
+
 SAMPLE_WORKER = """
 import json, sys, time
 from cqb.sim.simulate import simulate
@@ -76,8 +97,8 @@ def _worker(src: Path, code: str, payload, what: str, cwd=None) -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
-def cpu_per_run(src: Path, spec: dict, policy: str, horizon: int, seeds: list[int]) -> float:
-    return float(_worker(src, WORKER, [spec, policy, horizon, seeds], policy))
+def cpu_per_run(src: Path, spec: dict, policy: str, horizon: int, seeds: list[int], cached: bool = False) -> float:
+    return float(_worker(src, CACHED_WORKER if cached else WORKER, [spec, policy, horizon, seeds], policy))
 
 
 def sampled_jobs(log: Path, size: int, seed: int) -> list[dict]:
@@ -133,6 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--policies", default=POLICIES)
     parser.add_argument("--instance", type=json.loads, default=BASE_INSTANCE)
+    parser.add_argument("--cached-trace", action="store_true",
+                        help="time the runs on trace files drawn first (untimed), as workflow jobs play")
     parser.add_argument("--jobs-from", type=Path, metavar="LOG", help="sample the simulate jobs of this Snakemake log")
     parser.add_argument("--sample", type=int, default=400, help="how many jobs --jobs-from samples")
     parser.add_argument("--sample-seed", type=int, default=1)
@@ -159,9 +182,10 @@ def main(argv: list[str] | None = None) -> int:
             order = list(sources) if round_number % 2 == 0 else list(reversed(sources))
             for name in order:
                 times[name, policy].append(cpu_per_run(sources[name], args.instance, policy, args.horizon,
-                                                       args.seeds))
+                                                       args.seeds, args.cached_trace))
     load_after = os.getloadavg()
-    print(f"simulate() per run, {len(args.seeds)} seeds ({args.seeds[0]}–{args.seeds[-1]}) × {args.rounds} "
+    what = "on a cached trace file" if args.cached_trace else "(instance, trace drawn, policy, optimal queue)"
+    print(f"simulate() per run {what}, {len(args.seeds)} seeds ({args.seeds[0]}–{args.seeds[-1]}) × {args.rounds} "
           f"rounds per source, alternating; T = {args.horizon}; instance {json.dumps(args.instance)}; "
           f"baseline {args.baseline}; load average (1, 5, 15 min) "
           f"{', '.join(f'{x:.2f}' for x in load_before)} before, "
