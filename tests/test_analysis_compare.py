@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from cqb.cli import main
-from cqb.analysis.compare import compare_claims, compare_run_trees, comparison_markdown
+from cqb.analysis.compare import compare_claims, compare_readings, compare_run_trees, comparison_markdown, paired_interval
 from cqb.sim.runfile import save_run
 from cqb.sim.simulate import RunResult
 
@@ -50,7 +50,13 @@ def test_runs_are_paired_by_path_and_partings_found(tmp_path):
     assert len(extra["hashes"]["old"]) == 1
     text = comparison_markdown(runs, extra)
     assert "The same queue path in 2 of 3 runs (66.7 %)" in text
-    assert "| inst | 10 | cqb_opt | 2 | 1 | 7 | 1 | 5 |" in text
+    # mean regret: seed 0 the same (0.8); seed 1's rises from 0.8 to 2.2 (+14 jobs over 10 rounds);
+    # tail: +0 and +8 → mean +4, t interval 4 ± 12.706·4 (two seeds)
+    assert opt["mean_difference"] == pytest.approx(0.7)
+    assert (opt["tail_difference_low"], opt["tail_difference_high"]) == pytest.approx((4 - 12.7062 * 4, 4 + 12.7062 * 4),
+                                                                                      rel=1e-4)
+    assert "| inst | 10 | cqb_opt | 2 | 1 | 7 | 0.8 → 1.5 | +0.7 [-8.19, +9.59] | 1 → 5 | +4 [-46.8, +54.8] |" in text
+    assert "| inst | 10 | cqb_ts | 1 | 1 |  | 0.8 → 0.8 | +0 [+0, +0] |" in text
     assert "Runs stalled on one side only (tail regret above 5.0 jobs): 1." in text
     assert "| inst/T10/cqb_opt/seed1.npz | 7 | 1 | 9 |" in text
 
@@ -81,7 +87,30 @@ def test_claims_with_a_changed_verdict_are_listed(tmp_path):
     old, new = trees(tmp_path)
     text = comparison_markdown(*compare_run_trees(old, new), claims)
     assert "Claims: 3 in either table; 2 changed verdict." in text
-    assert "| b | inconclusive | does not hold | 0.5 | 1.5 |" in text
+    assert "| b | inconclusive | does not hold | 0.5 | 1.5 | **yes** |" in text
+    assert "| a | holds | holds | 0.1 | 0.12 |  |" in text  # every verdict, changed or not
+
+
+def test_readings_are_listed_old_against_new(tmp_path):
+    columns = ["claim", "reading", "value", "verdict"]
+    pd.DataFrame([["a", "r1", 0.1, "holds"], ["a", "r2", 0.2, "holds"]], columns=columns).to_csv(
+        tmp_path / "old.tsv", sep="\t", index=False)
+    pd.DataFrame([["a", "r1", 0.1, "holds"], ["a", "r2", -0.2, "does not hold"]], columns=columns).to_csv(
+        tmp_path / "new.tsv", sep="\t", index=False)
+    readings = compare_readings(tmp_path / "old.tsv", tmp_path / "new.tsv")
+    old, new = trees(tmp_path)
+    text = comparison_markdown(*compare_run_trees(old, new), None, readings)
+    assert "Registered readings: 2 in either table; 1 changed verdict." in text
+    assert "| a | r2 | holds | does not hold | 0.2 | -0.2 | **yes** |" in text
+
+
+def test_paired_interval_is_the_t_interval_of_the_differences():
+    from scipy import stats
+
+    differences = np.array([0.5, -0.25, 1.0, 0.0])
+    half = stats.t.ppf(0.975, 3) * differences.std(ddof=1) / 2
+    assert paired_interval(differences) == pytest.approx((0.3125 - half, 0.3125 + half))
+    assert paired_interval(np.array([2.0, 2.0])) == (2.0, 2.0)
 
 
 def test_command_writes_the_report_and_refuses_half_the_claims(tmp_path, capsys):

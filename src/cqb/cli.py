@@ -167,6 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("new", help="the new runs folder")
     compare.add_argument("--old-claims", help="the old claims table (claims.tsv)")
     compare.add_argument("--new-claims", help="the new claims table")
+    compare.add_argument("--old-readings", help="the old registered readings table (claims_readings.tsv)")
+    compare.add_argument("--new-readings", help="the new registered readings table")
     compare.add_argument("--out", help="write the Markdown report here (atomically) as well")
     timed = commands.add_parser(
         "time", help="run a command and record its wall time and the machine's load in a timings table")
@@ -304,17 +306,21 @@ def run(args) -> int:
 
 def _compare(args) -> int:
     from .io.files import atomic_write_text
-    from .analysis.compare import compare_claims, compare_run_trees, comparison_markdown
+    from .analysis.compare import compare_claims, compare_readings, compare_run_trees, comparison_markdown
 
     try:
         if (args.old_claims is None) != (args.new_claims is None):
             raise ValueError("give both --old-claims and --new-claims, or neither")
+        if (args.old_readings is None) != (args.new_readings is None):
+            raise ValueError("give both --old-readings and --new-readings, or neither")
         runs, extra = compare_run_trees(Path(args.old), Path(args.new))
         claims = compare_claims(Path(args.old_claims), Path(args.new_claims)) if args.old_claims else None
     except (OSError, ValueError) as error:
         print(f"cqb: error: {error}", file=sys.stderr)
         return 2
-    text = comparison_markdown(runs, extra, claims)
+    readings = (compare_readings(Path(args.old_readings), Path(args.new_readings))
+                if args.old_readings else None)
+    text = comparison_markdown(runs, extra, claims, readings)
     if args.out:
         atomic_write_text(Path(args.out), text)
     print(text)
