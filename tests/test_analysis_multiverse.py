@@ -14,7 +14,9 @@ import yaml
 
 from cqb.analysis.claims import FAILS, HOLDS, INCONCLUSIVE, ClaimSpec, check_claim
 from cqb.analysis.multiverse import (CHOICE_DEPENDENT, DEFAULT, ROBUST, Alternative, claim_mark, claim_marks,
-                                     evaluate_cells, multiverse_design, multiverse_runs, render_markdown, run_curve)
+                                     evaluate_cells, render_markdown, run_curve)
+from cqb.pipeline.experiments import instance_id
+from cqb.pipeline.multiverse_plan import multiverse_design, multiverse_runs
 from cqb.analysis.powered import powered_claims, powered_seeds
 from cqb.pipeline.config_schema import validate_config, validate_with_defaults
 from cqb.pipeline.experiments import build_plan
@@ -90,14 +92,14 @@ def test_each_alternative_reruns_only_what_it_changes(design):
     # the sampler's threshold: every policy of a synthetic instance, another instance id, the label kept
     changed = [c for c in curves if by_name["accept_0p01"].affects(c)]
     assert {c.policy for c in changed} >= {"random", "cqb_eps", "cqb_opt"}
-    assert all(run_curve(c, by_name["accept_0p01"]).label == c.label
-               and run_curve(c, by_name["accept_0p01"]).instance_id != c.instance_id for c in changed)
+    assert all(run_curve(c, by_name["accept_0p01"], instance_id).label == c.label
+               and run_curve(c, by_name["accept_0p01"], instance_id).instance_id != c.instance_id for c in changed)
     # CQB-η-2 is in no paper claim: its cutoff changes nothing
     assert not any(multiverse.affected(spec, by_name["cutoff_32"]) for spec in multiverse.specs)
     # an unaffected run set is the default's run (same key), an affected one has its own
     ts = by_name["ts_parameter"]
     for curve in curves:
-        run = run_curve(curve, ts)
+        run = run_curve(curve, ts, instance_id)
         assert (run.run_key == curve.run_key) == (curve.policy != "cqb_ts")
 
 

@@ -5,7 +5,8 @@
 # one table of per-run summaries; then the cells' verdicts, the marks and the
 # figure. Its own target `multiverse` unless multiverse.in_all.
 
-from cqb.analysis.multiverse import alternative_curves, merge_runs, multiverse_design, multiverse_runs
+from cqb.analysis.multiverse import alternative_curves
+from cqb.pipeline.multiverse_plan import merge_runs, multiverse_design, multiverse_runs
 
 MULTIVERSE = or_config_error(multiverse_design, config, PLAN, CLAIM_SPECS)
 MULTIVERSE_IN_REPORT = bool(MULTIVERSE) and (config["multiverse"]["in_all"]

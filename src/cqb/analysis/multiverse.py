@@ -29,10 +29,9 @@ No numpy or pandas at import time (the workflow imports it while parsing).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from ..errors import config_error
 from .curves import Curve, format_value
 
 DEFAULT = "default"
@@ -95,6 +94,7 @@ class Multiverse:
     margins: Mapping
     units: Mapping  # claim → ((run label, sweep value), …)
     curves: Mapping  # experiment → [Curve] (the plan's)
+    instance_key: Callable[[Mapping], str] = str  # an instance spec's id (the pipeline's instance_id)
 
     @property
     def seeds(self) -> tuple[int, ...]:
@@ -120,7 +120,7 @@ class Multiverse:
         multiverse's seeds, with the run files of the alternative's runs
         where it changes the run set, else the default's."""
         return [replace(curve, seeds=self.seeds, files=tuple(run.run_file(run_file, s) for s in self.seeds))
-                for curve, run in ((c, run_curve(c, alternative)) for c in self.unit_curves(spec))]
+                for curve, run in ((c, run_curve(c, alternative, self.instance_key)) for c in self.unit_curves(spec))]
 
     def run_curves(self) -> list[Curve]:
         """Every run set the multiverse plays (default and alternatives), each once."""
@@ -128,89 +128,20 @@ class Multiverse:
         for alternative in self.alternatives:
             for spec in self.specs:
                 for curve in self.unit_curves(spec):
-                    run = run_curve(curve, alternative)
+                    run = run_curve(curve, alternative, self.instance_key)
                     runs.setdefault(run.run_key, replace(run, seeds=self.seeds))
         return list(runs.values())
 
 
-def run_curve(curve: Curve, alternative: Alternative) -> Curve:
+def run_curve(curve: Curve, alternative: Alternative, instance_id: Callable[[Mapping], str]) -> Curve:
     """The run set of ``curve`` under ``alternative``: its own label, keyed
     apart from the default's (``<label>.mv_<name>``) when the policy's
-    parameters change; an instance change gives another instance id."""
-    from ..pipeline.experiments import instance_id
-
+    parameters change; an instance change gives another instance id (by
+    ``instance_id``)."""
     params, instance = alternative.changes(curve)
     label = curve.label if params == dict(curve.params) else f"{curve.label}.mv_{alternative.name}"
     key = curve.instance_id if instance == dict(curve.instance) else instance_id(instance)
     return replace(curve, label=label, params=params, instance=instance, instance_id=key)
-
-
-def multiverse_design(config: Mapping, plan, specs) -> Multiverse | None:
-    """The ``multiverse`` block of a validated config as a design, checked
-    against the plan and the claims (None when it lists no claim)."""
-    from .powered import claim_units
-
-    block = config.get("multiverse") or {}
-    if not block.get("claims"):
-        return None
-    by_name = {spec.name: spec for spec in specs}
-    chosen = []
-    for index, name in enumerate(block["claims"]):
-        if name not in by_name:
-            config_error(f"multiverse.claims[{index}]", name, f"not a claim ({', '.join(by_name)})")
-        chosen.append(by_name[name])
-    alternatives = [NO_CHANGE]
-    known_policies = {curve.policy for curves in plan.curves.values() for curve in curves}
-    for index, entry in enumerate(block.get("alternatives", [])):
-        key = f"multiverse.alternatives[{index}]"
-        if entry["name"] in {a.name for a in alternatives}:
-            config_error(f"{key}.name", entry["name"], "listed twice (or 'default', the reserved column)")
-        for policy in entry.get("policies", []):
-            if policy not in known_policies:
-                config_error(f"{key}.policies", policy, f"not a policy any experiment runs ({sorted(known_policies)})")
-        for experiment in list(entry.get("experiments", [])) + list(entry.get("experiment_params", {})):
-            if experiment not in plan.curves:
-                config_error(f"{key}.experiments", experiment, "not an experiment")
-        alternatives.append(Alternative(entry["name"], entry["choice"], entry["label"],
-                                        tuple(entry.get("policies", [])), dict(entry.get("params", {})),
-                                        {k: dict(v) for k, v in entry.get("experiment_params", {}).items()},
-                                        dict(entry.get("instance", {})), tuple(entry.get("experiments", [])),
-                                        entry.get("note", "")))
-    units = {spec.name: claim_units(spec, plan.curves[spec.experiment]) for spec in chosen}
-    return Multiverse(int(block["first_seed"]), int(block["seeds"]), float(block["alpha"]), tuple(chosen),
-                      tuple(alternatives), dict(config.get("claim_margins") or {}), units, plan.curves)
-
-
-def multiverse_runs(multiverse: Multiverse) -> dict:
-    """The plan's Runs of the multiverse (run key → cqb.pipeline.experiments.Run),
-    their parameters checked by the policies' dataclasses."""
-    from ..pipeline.experiments import Run, check_values
-
-    runs = {}
-    for curve in multiverse.run_curves():
-        check_values(curve.policy, curve.params, curve.instance, curve.horizon,
-                     f"multiverse: parameters of {curve.label} in {curve.experiment}")
-        runs[curve.run_key] = Run(curve.instance_id, curve.horizon, curve.label, curve.policy, curve.params,
-                                  curve.instance, curve.seeds, (f"multiverse ({curve.experiment})",))
-    return runs
-
-
-def merge_runs(plan_runs: dict, runs: Mapping) -> None:
-    """Add the multiverse's runs to the plan's (in place): a run key the plan
-    already has must play the same policy, parameters and instance (its
-    seeds are joined)."""
-    from ..errors import ConfigError
-
-    for key, run in runs.items():
-        if key in plan_runs:
-            known = plan_runs[key]
-            if (known.policy, known.params, known.instance) != (run.policy, run.params, run.instance):
-                raise ConfigError(f"the multiverse's run {key} differs from {known.experiments[0]}'s "
-                                  f"({known.params} vs {run.params}); rename the alternative")
-            plan_runs[key] = replace(known, seeds=tuple(sorted(set(known.seeds) | set(run.seeds))),
-                                     experiments=tuple(dict.fromkeys(known.experiments + run.experiments)))
-        else:
-            plan_runs[key] = run
 
 
 def alternative_curves(multiverse: Multiverse, alternative: Alternative, run_file: str) -> dict:
@@ -372,7 +303,7 @@ def cost_estimate(multiverse: Multiverse, seconds_per_run: Mapping) -> dict:
         runs = cpu = 0
         for spec in multiverse.specs:
             for curve in multiverse.unit_curves(spec):
-                run = run_curve(curve, alternative)
+                run = run_curve(curve, alternative, multiverse.instance_key)
                 if run.run_key in seen:
                     continue
                 seen.add(run.run_key)
@@ -389,5 +320,5 @@ def format_seeds(seeds: Sequence[int]) -> str:
     return f"{seeds[0]}–{seeds[-1]}" if seeds else "none"
 
 
-__all__ = ["Alternative", "Multiverse", "multiverse_design", "multiverse_runs", "merge_runs", "evaluate_cells",
+__all__ = ["Alternative", "Multiverse", "evaluate_cells",
            "claim_mark", "claim_marks", "render_markdown", "cost_estimate", "run_curve", "format_value"]
