@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..analysis.claims import READING_FIELDS, ClaimSpec, Reading
+from ..analysis.claims_registry import READING_FIELDS, ClaimSpec, Reading
 from .config_schema import SWEPT_INSTANCE_KEYS
 from .experiments import ConfigError, config_error, format_value, resolve_label
 
