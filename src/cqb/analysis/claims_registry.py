@@ -54,6 +54,8 @@ class ClaimSpec:
     testable: str = "always"  # or "exploration_half": judged only where τ ≤ T/2
     by_construction: str = ""  # why the check cannot fail: shown, not counted as evidence
     readings: tuple[Reading, ...] = ()  # the named alternatives
+    per_policy: bool = False  # the verdict is also given per policy
+    per_policy_by_construction: tuple[tuple[str, str], ...] = ()  # (policy, why its check cannot fail)
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -75,6 +77,15 @@ class ClaimSpec:
         from dataclasses import replace
 
         return replace(self, reading=reading.name, why=reading.why, readings=(), **dict(reading.overrides))
+
+    def for_policy(self, policy: str) -> "ClaimSpec":
+        """This claim for one of its policies (its per-policy reading)."""
+        from dataclasses import replace
+
+        if policy not in self.policies:
+            raise ValueError(f"claim {self.name!r}: {policy!r} is not one of its policies {self.policies}")
+        return replace(self, policies=(policy,), readings=(), per_policy=False, per_policy_by_construction=(),
+                       by_construction=dict(self.per_policy_by_construction).get(policy, ""))
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,9 @@ def claim_specs(config: Mapping, plan) -> list[ClaimSpec]:
                                    source=entry.get("source", "paper"),
                                    **{f: entry[f] for f in ("quote", "section", "quantity", "reading", "why",
                                                             "testable", "by_construction") if f in entry},
-                                   readings=readings))
+                                   readings=readings, per_policy=bool(entry.get("per_policy", False)),
+                                   per_policy_by_construction=tuple(
+                                       (entry.get("per_policy_by_construction") or {}).items())))
         except ValueError as error:
             raise ConfigError(f"invalid config value {key}: {error}") from None
     from ..analysis.sensitivity import grid_claims
