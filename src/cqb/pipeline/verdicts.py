@@ -132,7 +132,7 @@ def retired_seeds(config: Mapping) -> set:
     return seeds
 
 
-REGISTRY_SECTIONS = ("claims", "claim_margins", "powered", "summaries", "calibration")
+REGISTRY_SECTIONS = ("claims", "claim_margins", "powered", "confirmatory", "summaries", "calibration")
 
 
 def registry_hash(config: Mapping) -> str:
