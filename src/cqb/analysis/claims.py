@@ -207,3 +207,67 @@ def claims_markdown(table: pd.DataFrame, header: str = "") -> str:
             lines.append(f"- `{row.claim}` (**{row.powered_verdict}**, looks {row.powered_looks}; "
                          f"{int(row.powered_n_runs)} runs{excluded}): {row.powered_detail}")
     return "\n".join(lines) + "\n"
+
+
+PER_POLICY_COLUMNS = ("claim", "policy", "figure", "statement", "verdict", "source", "value", "ci_low", "ci_high",
+                      "n_seeds", "by_construction", "figures_verdict", "figures_value", "figures_ci_low",
+                      "figures_ci_high", "figures_n_seeds", "powered_verdict", "confirmatory_verdict", "detail")
+
+
+def _state_comparisons(state: Mapping | None, policy: str) -> list:
+    """The comparisons of a look's state that read only ``policy``'s runs."""
+    if not state:
+        return []
+    return [Comparison(r["key"], tuple(tuple(u) for u in r["units"]), r["value"],
+                       math.nan if r["ci_low"] is None else r["ci_low"],
+                       math.nan if r["ci_high"] is None else r["ci_high"], r["verdict"], r["n"], r["text"])
+            for r in state["comparisons"] if all(u[0] == policy for u in r["units"])]
+
+
+def per_policy_rows(spec: ClaimSpec, runs: pd.DataFrame, margin: float, powered_state: Mapping | None = None,
+                    confirmatory_states: Mapping[str, Mapping] | None = None) -> list[dict]:
+    """One row per policy of a ``per_policy`` claim: that policy's comparisons
+    combined, at the figures' seeds, in the powered reading's last look and,
+    where the policy has a confirmatory study, with the study's comparisons in
+    place of the powered ones they repeat. The headline (``verdict``,
+    ``source``) is the confirmatory one where there is one, else the powered
+    one, else the figures'."""
+    rows = []
+    for policy in spec.policies:
+        own = spec.for_policy(policy)
+        figures = check_claim(runs, own, margin=margin)
+        row = {"claim": spec.name, "policy": policy, "figure": spec.figure, "statement": spec.statement,
+               "by_construction": own.by_construction, "figures_verdict": figures.verdict,
+               "figures_value": figures.value, "figures_ci_low": figures.ci_low, "figures_ci_high": figures.ci_high,
+               "figures_n_seeds": figures.n_seeds, "powered_verdict": "", "confirmatory_verdict": ""}
+        headline, source, n_seeds = figures, "figures", figures.n_seeds
+        powered = _state_comparisons(powered_state, policy)
+        if powered:
+            headline = summarise(own, powered, powered_state["statistic"], own.kind not in ("converges", "stall_rate"))
+            source, n_seeds = "powered", powered_state["n"]
+            row["powered_verdict"] = headline.verdict
+        confirmatory = (confirmatory_states or {}).get(f"{spec.name}__{policy}")
+        if confirmatory:
+            again = _state_comparisons(confirmatory, policy)
+            keys = {c.key for c in again}
+            merged = again + [c for c in powered if c.key not in keys]
+            headline = summarise(own, merged, confirmatory["statistic"], own.kind not in ("converges", "stall_rate"))
+            source, n_seeds = "confirmatory", confirmatory["n"]
+            row["confirmatory_verdict"] = combine(c.verdict for c in again)
+        row.update({"verdict": headline.verdict, "source": source, "value": headline.value,
+                    "ci_low": headline.ci_low, "ci_high": headline.ci_high, "n_seeds": n_seeds,
+                    "detail": headline.detail})
+        rows.append(row)
+    return rows
+
+
+def per_policy_table(specs: Sequence[ClaimSpec], runs_tables: Mapping[str, pd.DataFrame], margins,
+                     powered_states: Mapping[str, Mapping] | None = None,
+                     confirmatory_states: Mapping[str, Mapping] | None = None) -> pd.DataFrame:
+    """The per-policy readings of every ``per_policy`` claim (:func:`per_policy_rows`)."""
+    rows = []
+    for spec in specs:
+        if spec.per_policy:
+            rows += per_policy_rows(spec, runs_tables[spec.experiment], _margin(margins, spec.kind),
+                                    (powered_states or {}).get(spec.name), confirmatory_states)
+    return pd.DataFrame(rows, columns=list(PER_POLICY_COLUMNS))
