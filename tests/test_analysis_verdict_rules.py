@@ -117,6 +117,18 @@ def test_calibration_verdicts_and_levels_equal_the_claims_on_every_draw(monkeypa
         assert n == (1 if got != INCONCLUSIVE else looks)  # decided rows stop at the first look
 
 
+def test_an_interval_on_the_wrong_side_inside_the_band_is_no_tie_in_the_calibration_either():
+    # the calibration's former copy called this a tie; the claims call it inconclusive: the claim
+    # level's interval lies below 0 inside ±δ, the Bonferroni level's reaches 0
+    from cqb.analysis.verdict_rules import comparison_verdict, comparison_verdicts
+
+    assert comparison_verdict(-0.0495, -0.025, -0.1, 0.0, 0.0, 0.05) == INCONCLUSIVE
+    shape = Shape("c", "best", "x", np.zeros(1), 0.0, 0.05, True, 6)
+    verdicts = comparison_verdicts(np.array([-0.0495]), np.array([-0.025]), np.array([-0.1]), np.array([0.0]),
+                                   shape.threshold, shape.margin, shape.upward)
+    assert list(verdicts) == [INCONCLUSIVE]
+
+
 def test_the_tie_band_is_open_and_does_not_hold_needs_the_wide_interval():
     assert interval_verdict(0.35, 0.6, 0.5, 0.15) == INCONCLUSIVE  # touching −δ is not inside
     assert interval_verdict(0.36, 0.65, 0.5, 0.15) == INCONCLUSIVE  # touching +δ
