@@ -17,8 +17,9 @@ def main(smk):
     calibration = (pd.read_csv(smk.input.calibration, sep="\t", keep_default_na=False)
                    if smk.input.get("calibration") else None)
     multiverse = read_multiverse_marks(Path(smk.input.multiverse)) if smk.input.get("multiverse") else None
+    per_policy = read_claims(Path(smk.input.per_policy)) if smk.input.get("per_policy") else None
     page = report_html(Path(smk.output[0]).parent, claims, powered, provenance, Path(smk.params.captions),
-                       calibration, multiverse)
+                       calibration, multiverse=multiverse, per_policy=per_policy)
     atomic_write_text(smk.output[0], page)
     with open(smk.log[0], "w") as log:
         print(f"{len(claims)} claims, {len(smk.input.figures)} figures -> {smk.output[0]}", file=log)

@@ -188,7 +188,7 @@ def test_readme_table_carries_the_multiverse_mark_beside_the_readings_mark():
                             "value": 1.0, "ci_low": 0.5, "ci_high": 1.5, "verdict": HOLDS, "n_seeds": 10,
                             "mark": "robust"}])
     marks = pd.DataFrame([{"claim": "c1", "mark": CHOICE_DEPENDENT, "opposite": "κ = 40"}])
-    text = claims_summary_markdown(claims, None, marks)
+    text = claims_summary_markdown(claims, None, multiverse=marks)
     assert "| mark | multiverse (Figure 8) |" in text
     assert "| **holds** | robust | choice-dependent (κ = 40) |" in text
     assert "multiverse" not in claims_summary_markdown(claims, None)

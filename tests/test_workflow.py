@@ -90,8 +90,10 @@ def test_dry_run_of_full_config_builds_every_figure(tmp_path):
     assert "rule fig5:" in output and "rule regret_rates:" in output
     powered_first_look = 5 * 400 + 20 * (1 + 4 + 6 + 6 + 21)
     assert "checkpoint powered_look:" in output and "checkpoint tuning_contenders:" in output
+    # and the confirmatory study's one look: CQB-Opt at d = 5, 10, 20 on its registered seeds
+    confirmatory = sum((len(entry["sweep_values"])) * entry["seeds"] for entry in config["confirmatory"]["claims"])
     assert n_simulate == (240 + 80 + (3 * 486 - 20) + 3 * 80 + 240 + 7 * 5 * 30 + 5 * 200 + 1880
-                          + powered_first_look)
+                          + powered_first_look + confirmatory)
 
 
 @pytest.mark.skipif(not CAN_RUN_FIG4, reason="the claims need the real-data experiments (mirror, torchvision)")
@@ -163,6 +165,34 @@ def test_smoke_run_builds_the_powered_reading_look_by_look(smoke_run):
     assert not list((workdir / SMOKE_RESULTS / "runs").glob("*/T*/*/seed2????.npz"))  # retired seeds
     stage2 = pd.read_csv(workdir / SMOKE_RESULTS / "figures" / "tuning_stage2.tsv", sep="\t")
     assert (stage2["n_runs"] == 3).all() and stage2.groupby("policy")["chosen"].sum().eq(1).all()
+
+
+@pytest.mark.skipif(not CAN_RUN_FIG4, reason="the claims need the real-data experiments (mirror, torchvision)")
+def test_smoke_run_builds_the_confirmatory_study_and_the_per_policy_readings(smoke_run):
+    import pandas as pd
+
+    workdir, _ = smoke_run
+    figures = workdir / SMOKE_RESULTS / "figures"
+    smoke = yaml.safe_load((workdir / "config" / "smoke.yaml").read_text())["confirmatory"]
+    registered = yaml.safe_load((workdir / "config" / "config.yaml").read_text())["confirmatory"]
+    (entry,) = smoke["claims"]
+    name = f"{entry['name']}__{entry['policy']}"
+    table = pd.read_csv(figures / "claims_confirmatory.tsv", sep="\t", keep_default_na=False)
+    assert table["claim"].tolist() == [name] and table["n_seeds"].tolist() == [entry["seeds"]]
+    assert table["cap"].tolist() == [entry["seeds"]] and table["looks"].str.count(";").tolist() == [0]  # one look
+    # its runs: the one policy, on the smoke study's seeds; none on the registered seeds
+    runs = list((workdir / SMOKE_RESULTS / "runs").glob(f"*/T*/*/seed{str(smoke['first_seed'])[:3]}???.npz"))
+    assert len(runs) == len(entry["sweep_values"]) * entry["seeds"]
+    assert {p.parent.name for p in runs} == {entry["policy"]}
+    assert all(smoke["first_seed"] <= int(p.stem[4:]) < smoke["first_seed"] + entry["seeds"] for p in runs)
+    assert not list((workdir / SMOKE_RESULTS / "runs").glob(f"*/T*/*/seed{registered['first_seed']}.npz"))
+    per_policy = pd.read_csv(figures / "claims_per_policy.tsv", sep="\t", keep_default_na=False)
+    assert per_policy.groupby("claim", sort=False)["policy"].apply(list).to_dict() == {
+        "servers_slower": ["cqb_eps", "cqb_opt"], "dim_slower": ["cqb_eps", "cqb_opt"]}
+    by = {(r.claim, r.policy): r for r in per_policy.itertuples()}
+    assert by[("dim_slower", "cqb_opt")].source == "confirmatory"
+    assert by[("dim_slower", "cqb_opt")].confirmatory_verdict == table["verdict"].iloc[0]
+    assert by[("dim_slower", "cqb_eps")].by_construction and not by[("servers_slower", "cqb_eps")].by_construction
 
 
 def test_smoke_run_builds_figures_and_tables(smoke_run):

@@ -5,6 +5,7 @@
 # next look (or stage) requests at all.
 
 from cqb.analysis.powered import look_counts, powered_claims, powered_seeds, run_files as powered_run_files
+from cqb.pipeline.confirmatory import confirmatory_claims, confirmatory_seeds
 from cqb.pipeline.verdicts import check_seed_uses, evaluation_seeds, retired_seeds
 
 POWERED = powered_claims(config, PLAN, CLAIM_SPECS)
@@ -14,6 +15,11 @@ POWERED_READINGS = f"{FIGURES}/claims_powered_readings.tsv"
 STAGE2 = config["tuning"]["stage2"]
 STAGE2_SEEDS = tuple(range(STAGE2["first_seed"], STAGE2["first_seed"] + STAGE2["seeds"]))
 CONTENDERS = f"{RESULTS}/tuning/contenders.tsv"
+# the confirmatory study (cqb.pipeline.confirmatory): one look per claim, as a powered look
+CONFIRMATORY = confirmatory_claims(config, PLAN, CLAIM_SPECS)
+CONFIRMATORY_STATE = f"{RESULTS}/confirmatory/{{claim}}/look{{look}}.json"
+CONFIRMATORY_STATES = [CONFIRMATORY_STATE.format(claim=name, look=0) for name in CONFIRMATORY]
+CONFIRMATORY_TABLE = f"{FIGURES}/claims_confirmatory.tsv"
 
 include: "powered_common.smk"
 
@@ -23,6 +29,7 @@ or_config_error(check_seed_uses, {"evaluation": evaluation_seeds(PLAN, TUNING_EX
                                   "tuning (stage 1)": {s for e in TUNING_EXPERIMENTS for c in PLAN.curves[e] for s in c.seeds},
                                   "tuning (stage 2)": set(STAGE2_SEEDS),
                                   "the powered claims": powered_seeds(POWERED),
+                                  "the confirmatory study": confirmatory_seeds(CONFIRMATORY),
                                   "retired powered seeds (seen)": retired_seeds(config)})
 
 
@@ -81,6 +88,48 @@ rule powered_claims:
         float_format=config["aggregate"]["float_format"],
     log:
         f"{LOGS}/powered/claims.log",
+    conda:
+        "../envs/analysis.yaml"
+    script:
+        "../../scripts/powered_claims.py"
+
+
+# The confirmatory study: its one look per claim on its fresh seeds (the
+# powered look's script), and its table.
+rule confirmatory_look:
+    localrule: True
+    priority: 20
+    input:
+        runs=confirmatory_look_inputs,
+    output:
+        state=CONFIRMATORY_STATE,
+    params:
+        claim=lambda wildcards: CONFIRMATORY[wildcards.claim],
+        curves=lambda wildcards: PLAN.curves[CONFIRMATORY[wildcards.claim].spec.experiment],
+        run_file=lambda wildcards: RUN_FILE,
+        summaries=config["summaries"],
+    log:
+        f"{LOGS}/confirmatory/{{claim}}/look{{look}}.log",
+    conda:
+        "../envs/analysis.yaml"
+    script:
+        "../../scripts/powered_look.py"
+
+
+rule confirmatory_claims:
+    localrule: True
+    priority: 10
+    input:
+        CONFIRMATORY_STATES,
+    output:
+        table=CONFIRMATORY_TABLE,
+        readings=f"{FIGURES}/claims_confirmatory_readings.tsv",
+    params:
+        claims=list(CONFIRMATORY),
+        specs=CONFIRMATORY,
+        float_format=config["aggregate"]["float_format"],
+    log:
+        f"{LOGS}/confirmatory/claims.log",
     conda:
         "../envs/analysis.yaml"
     script:

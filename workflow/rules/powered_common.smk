@@ -23,6 +23,13 @@ def powered_look_inputs(wildcards):
     return inputs
 
 
+def confirmatory_look_inputs(wildcards):
+    """The run files of a confirmatory claim's one look: every unit on its N fresh seeds."""
+    claim = CONFIRMATORY[wildcards.claim]
+    files = powered_run_files(claim, PLAN.curves[claim.spec.experiment], RUN_FILE, look_counts(claim, 0, None))
+    return [path for unit_files in files.values() for path in unit_files]
+
+
 def powered_last_look(wildcards):
     """The last look of a powered claim: look after look, as long as the
     previous one said continue (each get() waits for that checkpoint). One

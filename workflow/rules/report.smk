@@ -9,6 +9,7 @@ rule report_html:
         claims=f"{FIGURES}/claims.tsv",
         provenance=f"{FIGURES}/provenance.json",
         powered=POWERED_TABLE if POWERED else [],
+        per_policy=f"{FIGURES}/claims_per_policy.tsv",
         calibration=f"{FIGURES}/calibration.tsv" if POWERED else [],
         calibration_png=f"{FIGURES}/calibration.png" if POWERED else [],
         figures=report_figures(),

@@ -81,8 +81,14 @@ rule claims:
         tuning=f"{RESULTS}/tuning/choices.tsv" if TUNING_EXPERIMENTS else [],
         powered=POWERED_TABLE if POWERED else [],
         powered_readings=POWERED_READINGS if POWERED else [],
+        # the per-policy readings: the powered last looks and the confirmatory study
+        powered_states=[f"{RESULTS}/powered/{spec.name}/final.json" for spec in CLAIM_SPECS
+                        if spec.per_policy and spec.name in POWERED],
+        confirmatory_states=CONFIRMATORY_STATES,
+        confirmatory=CONFIRMATORY_TABLE if CONFIRMATORY else [],
     output:
         tsv=f"{FIGURES}/claims.tsv",
+        per_policy=f"{FIGURES}/claims_per_policy.tsv",
         readings_tsv=f"{FIGURES}/claims_readings.tsv",
         readings_md=f"{FIGURES}/claims_readings.md",
         md=report(f"{FIGURES}/claims.md", caption="../report/claims.rst", category="Verdicts"),
@@ -99,6 +105,8 @@ rule claims:
         float_format=config["aggregate"]["float_format"],
         margins=config["claim_margins"],
         registry_hash=registry_hash(config),
+        powered_state_claims=[spec.name for spec in CLAIM_SPECS if spec.per_policy and spec.name in POWERED],
+        confirmatory_claims=list(CONFIRMATORY),
     log:
         f"{LOGS}/verdicts/claims.log",
     conda:
@@ -109,8 +117,10 @@ rule claims:
 
 CALIBRATION = config.get("calibration") or {}
 CALIBRATION_SHAPE = CALIBRATION.get("shape_experiment", "stall_check")
+# the powered claims and the confirmatory study's designs
+CALIBRATED = {**POWERED, **CONFIRMATORY}
 CALIBRATION_EXPERIMENTS = list(dict.fromkeys(
-    [claim.spec.experiment for claim in POWERED.values()]
+    [claim.spec.experiment for claim in CALIBRATED.values()]
     + ([CALIBRATION_SHAPE] if CALIBRATION_SHAPE in PLAN.curves else [])))
 
 
@@ -125,7 +135,7 @@ rule calibration:
         pdf=f"{FIGURES}/calibration.pdf",
         png=f"{FIGURES}/calibration.png",
     params:
-        claims=POWERED,
+        claims=CALIBRATED,
         experiments=CALIBRATION_EXPERIMENTS,
         shape_experiment=CALIBRATION_SHAPE if CALIBRATION_SHAPE in PLAN.curves else None,
         replications=CALIBRATION.get("replications", 2000),

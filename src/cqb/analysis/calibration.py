@@ -33,9 +33,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .claims import (FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, TIE, _drop_from_peak, _groups, claim_comparisons,
-                     skew_corrected_bounds)
+from .claim_statistics import _groups, claim_comparisons, drop_from_peak, skew_corrected_bounds
 from .summaries import binomial_bounds
+from .verdict_rules import (FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, TIE, comparison_verdicts, decided,
+                            procedure_levels)
 
 CALIBRATION_COLUMNS = ("claim", "kind", "comparison", "scenario", "n_values", "true_value", "threshold",
                        "replications", "looks", "holds", "does_not_hold", "tie", "inconclusive",
@@ -80,7 +81,7 @@ def _values_of(spec, runs, comparison) -> np.ndarray:
             if spec.kind == "typical_below":
                 return np.where(rows[spec.metric].to_numpy(dtype=np.float64) < spec.threshold, 1.0, -1.0)
             if spec.kind == "drops":
-                return _drop_from_peak(rows)
+                return drop_from_peak(rows)
             if spec.kind == "grows":
                 metric = spec.metric if spec.metric in ("late_slope", "full_slope") else "late_slope"
                 return rows[metric].to_numpy(dtype=np.float64)
@@ -120,29 +121,37 @@ def _without_sweep(spec):
     return replace(spec, sweep_values=())
 
 
-def _verdicts(low, high, wide_low, wide_high, threshold, margin, upward):
-    """The two-level verdicts (claims.two_level_verdict), vectorised."""
-    finite = np.isfinite(low) & np.isfinite(high)
-    above, below = low > threshold, high < threshold
-    wide_above, wide_below = wide_low > threshold, wide_high < threshold
-    holds = finite & (above if upward else below)
-    fails = finite & ~holds & (wide_below if upward else wide_above)
-    tie = finite & ~holds & ~fails & (margin > 0) & (threshold - margin < low) & (high < threshold + margin)
-    out = np.full(low.shape, INCONCLUSIVE, dtype=object)
-    out[tie] = TIE
-    out[fails] = FAILS
-    out[holds] = HOLDS
-    return out
+def look_intervals(shape: Shape, sample: np.ndarray, confidence: float, fail_confidence: float):
+    """(low, high, wide low, wide high, threshold) of the shape's statistic on
+    each row of ``sample`` (replications × seeds): the claims' intervals
+    (:mod:`cqb.analysis.claim_statistics`) at the claim level and at the
+    "does not hold" level, vectorised."""
+    if shape.kind in MEAN_KINDS:
+        low, high = skew_corrected_bounds(sample, confidence)
+        wide_low, wide_high = skew_corrected_bounds(sample, fail_confidence)
+        return low, high, wide_low, wide_high, shape.threshold
+    if shape.kind in SIGN_KINDS:
+        moved = (sample > 0).sum(axis=1)
+        counted = (sample != 0).sum(axis=1)
+        return (*binomial_bounds(moved, counted, confidence), *binomial_bounds(moved, counted, fail_confidence), 0.5)
+    # stall_rate
+    stalled = sample.sum(axis=1)
+    trials = np.full(sample.shape[0], sample.shape[1])
+    return (*binomial_bounds(stalled, trials, confidence), *binomial_bounds(stalled, trials, fail_confidence),
+            shape.threshold)
 
 
-def simulate_procedure(shape: Shape, values: np.ndarray, looks: Sequence[int], alpha: float, replications: int,
-                       rng) -> tuple[np.ndarray, np.ndarray]:
-    """(verdict, seeds used) of each replication of the sequential procedure
-    on seeds drawn with replacement from ``values``."""
+def sequential_procedure(shape: Shape, draws: np.ndarray, looks: Sequence[int],
+                         alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    """(verdict, seeds used) of each row of ``draws`` (replications × the
+    cap's seeds, in the order the looks add them) under the powered reading's
+    procedure: at each look the first n seeds, at the levels of
+    :func:`cqb.analysis.verdict_rules.procedure_levels`, the two-level verdict
+    of :func:`cqb.analysis.verdict_rules.comparison_verdicts`, and a row stops
+    at the first look that decides it (:func:`cqb.analysis.verdict_rules.decided`)."""
     looks = tuple(int(n) for n in looks)
-    confidence = 1 - alpha / len(looks)
-    fail_confidence = 1 - (1 - confidence) / max(1, shape.comparisons)
-    draws = values[rng.integers(values.shape[0], size=(replications, looks[-1]))]
+    confidence, fail_confidence = procedure_levels(alpha, len(looks), shape.comparisons)
+    replications = draws.shape[0]
     verdict = np.full(replications, INCONCLUSIVE, dtype=object)
     used = np.full(replications, looks[-1])
     open_ = np.ones(replications, dtype=bool)
@@ -150,29 +159,23 @@ def simulate_procedure(shape: Shape, values: np.ndarray, looks: Sequence[int], a
         index = np.flatnonzero(open_)
         if index.size == 0:
             break
-        sample = draws[index, :n]
-        if shape.kind in MEAN_KINDS:
-            low, high = skew_corrected_bounds(sample, confidence)
-            wide_low, wide_high = skew_corrected_bounds(sample, fail_confidence)
-            threshold = shape.threshold
-        elif shape.kind in SIGN_KINDS:
-            moved = (sample > 0).sum(axis=1)
-            counted = (sample != 0).sum(axis=1)
-            low, high = binomial_bounds(moved, counted, confidence)
-            wide_low, wide_high = binomial_bounds(moved, counted, fail_confidence)
-            threshold = 0.5
-        else:  # stall_rate
-            stalled = sample.sum(axis=1)
-            trials = np.full(index.size, n)
-            low, high = binomial_bounds(stalled, trials, confidence)
-            wide_low, wide_high = binomial_bounds(stalled, trials, fail_confidence)
-            threshold = shape.threshold
-        now = _verdicts(low, high, wide_low, wide_high, threshold, shape.margin, shape.upward)
-        decided = now != INCONCLUSIVE
-        verdict[index[decided]] = now[decided]
-        used[index[decided]] = n
-        open_[index[decided]] = False
+        low, high, wide_low, wide_high, threshold = look_intervals(shape, draws[index, :n], confidence,
+                                                                   fail_confidence)
+        now = comparison_verdicts(low, high, wide_low, wide_high, threshold, shape.margin, shape.upward)
+        stop = decided(now)
+        verdict[index[stop]] = now[stop]
+        used[index[stop]] = n
+        open_[index[stop]] = False
     return verdict, used
+
+
+def simulate_procedure(shape: Shape, values: np.ndarray, looks: Sequence[int], alpha: float, replications: int,
+                       rng) -> tuple[np.ndarray, np.ndarray]:
+    """(verdict, seeds used) of each replication of the sequential procedure
+    on seeds drawn with replacement from ``values``."""
+    looks = tuple(int(n) for n in looks)
+    draws = values[rng.integers(values.shape[0], size=(replications, looks[-1]))]
+    return sequential_procedure(shape, draws, looks, alpha)
 
 
 def null_values(shape: Shape, rng) -> np.ndarray:

@@ -1,533 +1,35 @@
-"""The paper's stated outcomes (and our own findings) as checks with a verdict.
+"""The claims tables: every claim's primary reading (:func:`evaluate_claims`),
+every registered reading with its mark (:func:`claims_readings`), the
+powered reading's columns beside them, and their Markdown.
 
-Each claim is evaluated on the per-run summary tables of the experiments
-(:mod:`cqb.analysis.summaries`): one number per run, so that policies and sweep values
-can be paired by seed. Within a seed every policy plays the same arrivals,
-contexts and service uniforms (common random numbers); across the values of an
-instance sweep (K, d, ϵ) a seed keeps its arrival and service uniforms but
-draws a new instance, so those pairs share less.
+The claims machinery is split in three modules, whose public names this
+module re-exports so that ``from cqb.analysis.claims import …`` keeps working:
 
-A claim reads its statistic, a 95 % interval and a verdict:
-
-* ``holds``: the interval lies on the claim's side of its threshold;
-* ``does not hold``: the interval lies on the other side;
-* ``tie within δ``: the interval straddles the threshold but lies inside
-  threshold ± δ, the claim kind's equivalence margin (``claim_margins``);
-* ``inconclusive``: the interval straddles the threshold, wider than ± δ.
-
-A claim is a set of *comparisons* (per policy and sweep value, per adjacent
-sweep pair, per other policy); each has its own interval and verdict, and
-the claim's verdict combines them (:func:`combine`). Every check takes the
-interval level ``confidence`` and the margin ``margin``, so the powered
-reading (:mod:`cqb.powered`) evaluates the same statistics at its own levels.
-
-Kinds of check (``ClaimSpec.kind``):
-
-``grows``
-    the policy's queue grows: per run, the least-squares slope of Q(t) over
-    the second half of the horizon; mean over seeds with a bootstrap interval;
-    threshold 0 jobs/round.
-``converges``
-    the policy comes down to the optimal level: per run, the mean of
-    Q(t) − Q*(t) over the last 10 % of rounds (the tail regret); mean over
-    seeds with a bootstrap interval; it holds when the interval lies below
-    ``threshold`` jobs.
-``ordered``
-    a metric moves monotonically along a sweep: for each pair of adjacent
-    sweep values, the share of seeds in which the metric moves in the claimed
-    direction, with an exact binomial (sign-test) interval; the claim holds
-    when every adjacent pair's interval lies above one half, fails when some
-    pair's lies below, and the reported value is the weakest pair's share.
-``best``
-    a policy beats every other non-oracle policy of the experiment: paired by
-    seed, the mean difference (other − claimed) of the metric, with a bootstrap
-    interval; holds when every interval lies above 0, fails when some interval
-    lies below 0; the value is the smallest mean difference.
-``drops``
-    after its peak the queue falls: per run, (peak − final)/peak of Q(t); mean
-    with a bootstrap interval; holds above ``threshold`` (a fraction).
-``stall_rate``
-    the share of stalled runs of each policy; exact binomial interval; holds
-    when every policy's interval lies below ``threshold`` (its upper end at
-    most the threshold), does not hold when some policy's lies above it.
+* :mod:`cqb.analysis.claims_registry`: the types of the registry (ClaimSpec,
+  Reading, ClaimResult, Comparison);
+* :mod:`cqb.analysis.claim_statistics`: the statistic and interval of each
+  claim kind (claim_comparisons, check_claim, the intervals);
+* :mod:`cqb.analysis.verdict_rules`: the verdict rules, one implementation
+  each, shared with the powered reading and the calibration study.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 
-import numpy as np
 import pandas as pd
 
-from .summaries import binomial_interval
+from .claim_statistics import (CHECKS, COMPARISONS, bootstrap_mean_interval, check_best, check_claim,  # noqa: F401
+                               check_converges, check_drops, check_grows, check_ordered, check_stall_rate,
+                               claim_comparisons, drop_from_peak, mean_interval, skew_corrected_bounds, summarise)
+from .claims_registry import (CLAIM_COLUMNS, KINDS, METRICS, READING_FIELDS, TESTABLE, ClaimResult,  # noqa: F401
+                              ClaimSpec, Comparison, Reading)
+from .summaries import binomial_interval  # noqa: F401
+from .verdict_rules import (DECIDED, FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, TIE, VERDICTS,  # noqa: F401
+                            combine, decisive, fail_level, interval_verdict, two_level_verdict)
 
-KINDS = ("grows", "converges", "typical_below", "ordered", "best", "drops", "stall_rate")
-METRICS = ("final_regret", "tail_regret", "mean_regret", "early_regret", "peak_round", "peak_queue",
-           "late_slope", "full_slope", "time_to_optimal", "explore_rounds")
-TESTABLE = ("always", "exploration_half")
-HOLDS, FAILS, INCONCLUSIVE, TIE = "holds", "does not hold", "inconclusive", "tie within δ"
-NOT_TESTABLE = "not testable at this T"
-VERDICTS = (HOLDS, FAILS, TIE, INCONCLUSIVE, NOT_TESTABLE)
-DECIDED = (HOLDS, FAILS, TIE, NOT_TESTABLE)  # a comparison stops at these
 ROBUST, READING_DEPENDENT, BY_CONSTRUCTION = "robust", "reading-dependent", "by construction"
-CLAIM_COLUMNS = ("claim", "figure", "experiment", "statement", "statistic", "value", "ci_low",
-                 "ci_high", "verdict", "n_seeds", "detail")
-
-
-@dataclass(frozen=True)
-class Reading:
-    """A named alternative reading of a claim: the fields of the primary
-    reading it replaces (kind, metric, direction, threshold, testable)."""
-
-    name: str
-    why: str
-    overrides: tuple[tuple[str, object], ...] = ()
-
-
-READING_FIELDS = ("kind", "metric", "direction", "threshold", "testable")
-
-
-@dataclass(frozen=True)
-class ClaimSpec:
-    name: str
-    statement: str  # the claim in words
-    kind: str
-    experiment: str
-    policies: tuple[str, ...] = ()
-    figure: str = ""
-    metric: str = "tail_regret"
-    direction: str = "increasing"  # ordered: along increasing sweep values the metric is …
-    sweep_values: tuple[str, ...] = ()  # restrict to these sweep values (all when empty)
-    threshold: float = 0.0
-    source: str = "paper"  # "paper" or "ours"
-    # the registry (docs/verdicts.md, "The claims registry")
-    quote: str = ""  # the paper's sentence, verbatim
-    section: str = ""
-    quantity: str = ""  # what the paper reports or plots for it
-    reading: str = ""  # the primary reading's name
-    why: str = ""  # why the primary reading is the closest to the words
-    testable: str = "always"  # or "exploration_half": judged only where τ ≤ T/2
-    by_construction: str = ""  # why the check cannot fail: shown, not counted as evidence
-    readings: tuple[Reading, ...] = ()  # the named alternatives
-
-    def __post_init__(self):
-        if self.kind not in KINDS:
-            raise ValueError(f"claim {self.name!r}: kind must be one of {KINDS}, got {self.kind!r}")
-        if self.metric not in METRICS:
-            raise ValueError(f"claim {self.name!r}: metric must be one of {METRICS}, got {self.metric!r}")
-        if self.direction not in ("increasing", "decreasing"):
-            raise ValueError(f"claim {self.name!r}: direction must be increasing or decreasing, "
-                             f"got {self.direction!r}")
-        if self.testable not in TESTABLE:
-            raise ValueError(f"claim {self.name!r}: testable must be one of {TESTABLE}, got {self.testable!r}")
-        for reading in self.readings:
-            unknown = {key for key, _ in reading.overrides} - set(READING_FIELDS)
-            if unknown:
-                raise ValueError(f"claim {self.name!r}, reading {reading.name!r}: cannot override {sorted(unknown)}")
-
-    def alternative(self, reading: Reading) -> "ClaimSpec":
-        """This claim read another way: the primary's fields with the reading's overrides."""
-        from dataclasses import replace
-
-        return replace(self, reading=reading.name, why=reading.why, readings=(), **dict(reading.overrides))
-
-
-@dataclass(frozen=True)
-class ClaimResult:
-    statistic: str
-    value: float
-    ci_low: float
-    ci_high: float
-    verdict: str
-    n_seeds: int
-    detail: str = ""
-    comparisons: tuple = ()  # the Comparisons behind the verdict
-    extra: dict = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """One interval of a claim: ``key`` names it (stable across looks),
-    ``units`` are the (policy label, sweep value) run sets it reads."""
-
-    key: str
-    units: tuple
-    value: float
-    ci_low: float
-    ci_high: float
-    verdict: str
-    n: int
-    text: str
-
-
-def bootstrap_mean_interval(values, confidence=0.95, resamples=4000, seed=0) -> tuple[float, float]:
-    """Percentile bootstrap interval of the mean over seeds (a fixed stream).
-    Kept for comparison only: it under-covers at small n (docs/verdicts.md);
-    the claims use :func:`mean_interval`."""
-    values = np.asarray(values, dtype=np.float64)
-    if values.shape[0] < 2:
-        return math.nan, math.nan
-    rng = np.random.default_rng(seed)
-    means = values[rng.integers(values.shape[0], size=(resamples, values.shape[0]))].mean(axis=1)
-    alpha = (1 - confidence) / 2
-    low, high = np.quantile(means, [alpha, 1 - alpha])
-    return float(low), float(high)
-
-
-def skew_corrected_bounds(values, confidence):
-    """Hall's skewness-corrected t interval of the mean, per row of
-    ``values`` (replications × n), vectorised: with t = (x̄ − μ)/s and γ̂ the
-    sample skewness, g(t) = t + γ̂t²/3 + γ̂²t³/27 + γ̂/(6n) is monotone and
-    √n·g(t) is nearly Student-t with n − 1 degrees of freedom, so inverting
-    g at ± t_(n−1) quantiles gives the interval (P. Hall, "On the removal of
-    skewness by transformation", JRSS B 54, 1992). Second-order correct like
-    the studentized bootstrap, without resampling; a row without spread
-    gives its point."""
-    from scipy.stats import t as student
-
-    values = np.atleast_2d(np.asarray(values, dtype=np.float64))
-    n = values.shape[1]
-    mean = values.mean(axis=1)
-    centred = values - mean[:, None]
-    sd = np.sqrt((centred ** 2).sum(axis=1) / (n - 1))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        skew = np.where(sd > 0, (centred ** 3).mean(axis=1) / sd ** 3, 0.0)
-    c = float(student.ppf(1 - (1 - confidence) / 2, n - 1)) / math.sqrt(n)
-
-    def inverse(x):
-        # g⁻¹(x) = (3/γ̂)·(cbrt(1 + γ̂(x − γ̂/(6n))) − 1); x − γ̂/(6n) itself when γ̂ = 0
-        shifted = x - skew / (6 * n)
-        small = np.abs(skew) < 1e-9
-        with np.errstate(invalid="ignore", divide="ignore"):
-            root = 3 / skew * (np.cbrt(1 + skew * shifted) - 1)
-        return np.where(small, shifted, root)
-
-    low = mean - sd * inverse(c)
-    high = mean - sd * inverse(-c)
-    return np.where(sd > 0, low, mean), np.where(sd > 0, high, mean)
-
-
-def mean_interval(values, confidence=0.95) -> tuple[float, float]:
-    """Hall's skewness-corrected t interval of the mean over seeds
-    (:func:`skew_corrected_bounds`); NaN below two seeds."""
-    values = np.asarray(values, dtype=np.float64)
-    if values.shape[0] < 2:
-        return math.nan, math.nan
-    low, high = skew_corrected_bounds(values[None, :], confidence)
-    return float(low[0]), float(high[0])
-
-
-def interval_verdict(low, high, threshold, margin=0.0, upward=True) -> str:
-    """The verdict of one interval: on the claim's side of ``threshold``
-    (above when ``upward``; strictly) → holds, strictly on the other → does
-    not hold, straddling it but inside threshold ± ``margin`` → tie within δ,
-    else inconclusive."""
-    if not (math.isfinite(low) and math.isfinite(high)):
-        return INCONCLUSIVE
-    if low > threshold:
-        return HOLDS if upward else FAILS
-    if high < threshold:
-        return FAILS if upward else HOLDS
-    if margin > 0 and threshold - margin < low and high < threshold + margin:
-        return TIE
-    return INCONCLUSIVE
-
-
-def two_level_verdict(narrow: str, wide: str) -> str:
-    """A comparison's verdict from its interval at the claim level (holds,
-    tie) and at the Bonferroni level over the claim's comparisons (does not
-    hold): "does not hold" needs the wider interval on the wrong side."""
-    if narrow == HOLDS:
-        return HOLDS
-    if wide == FAILS:
-        return FAILS
-    if narrow == TIE:
-        return TIE
-    return INCONCLUSIVE
-
-
-def _select(runs: pd.DataFrame, spec: ClaimSpec, policy: str | None = None) -> pd.DataFrame:
-    rows = runs
-    if policy is not None:
-        rows = rows[rows["policy"] == policy]
-    if spec.sweep_values:
-        rows = rows[rows["sweep_value"].isin(spec.sweep_values)]
-    if rows.empty:
-        raise ValueError(f"claim {spec.name!r}: no runs of {policy or spec.policies} in "
-                         f"experiment {spec.experiment!r}"
-                         + (f" at sweep values {list(spec.sweep_values)}" if spec.sweep_values else ""))
-    return rows
-
-
-def decisive(comparisons, upward: bool = True):
-    """The comparison that decides a combined verdict, to be reported: a
-    failing one if any (the farthest on the wrong side), else an inconclusive
-    one, else a tie, else the holding one whose interval comes nearest to its
-    threshold, else an untestable one. ``upward``: the claim wants values
-    above its threshold."""
-    for wanted in (FAILS, INCONCLUSIVE, TIE, HOLDS, NOT_TESTABLE):
-        chosen = [c for c in comparisons if c.verdict == wanted]
-        if chosen:
-            if wanted == NOT_TESTABLE:
-                return chosen[0]
-            if upward:
-                return min(chosen, key=lambda c: c.ci_high if wanted == FAILS else c.ci_low)
-            return max(chosen, key=lambda c: c.ci_low if wanted == FAILS else c.ci_high)
-    raise ValueError("no comparisons")
-
-
-def combine(verdicts) -> str:
-    """A claim's verdict from its comparisons': untestable ones left out
-    (all untestable: not testable); does not hold if one does not; holds if
-    all hold; a tie within δ if all hold or tie; else inconclusive."""
-    verdicts = [v for v in verdicts if v != NOT_TESTABLE]
-    if not verdicts:
-        return NOT_TESTABLE
-    if any(v == FAILS for v in verdicts):
-        return FAILS
-    if all(v == HOLDS for v in verdicts):
-        return HOLDS
-    if all(v in (HOLDS, TIE) for v in verdicts):
-        return TIE
-    return INCONCLUSIVE
-
-
-def fail_level(confidence: float, comparisons: int) -> float:
-    """The level of the "does not hold" intervals of a claim of
-    ``comparisons`` comparisons: Bonferroni over them."""
-    return 1 - (1 - confidence) / max(1, comparisons)
-
-
-def _groups(runs, spec):
-    """(name, rows) per policy and sweep value: a claim must hold at every one."""
-    for policy in spec.policies:
-        rows = _select(runs, spec, policy)
-        for value, group in rows.groupby("sweep_value", sort=False):
-            yield (policy, value), (f"{policy} at {group['sweep_param'].iloc[0]} = {value}"
-                                    if value != "" else policy), group
-
-
-def _testable(spec, rows) -> bool:
-    """exploration_half: the policy's τ ends by T/2 (a policy without τ is testable)."""
-    if spec.testable != "exploration_half":
-        return True
-    tau = rows["explore_rounds"].to_numpy(dtype=np.float64) if "explore_rounds" in rows else np.array([np.nan])
-    tau = tau[np.isfinite(tau)]
-    return tau.size == 0 or float(np.median(tau)) <= float(rows["horizon"].iloc[0]) / 2
-
-
-def _per_group_mean(runs, spec, values_of, below, confidence, margin, fail_confidence=None):
-    """One mean check per policy and sweep value."""
-    groups = list(_groups(runs, spec))
-    fail_confidence = fail_level(confidence, len(groups)) if fail_confidence is None else fail_confidence
-    comparisons = []
-    for unit, name, rows in groups:
-        values = values_of(rows)
-        mean = float(np.mean(values))
-        low, high = mean_interval(values, confidence)
-        if not _testable(spec, rows):
-            verdict = NOT_TESTABLE
-            comparisons.append(Comparison(name, (unit,), mean, low, high, verdict, len(rows),
-                                          f"{name}: {mean:.3g} n={len(rows)} {verdict} "
-                                          f"(τ = {float(np.nanmedian(rows['explore_rounds'])):.0f} > T/2)"))
-            continue
-        wide = mean_interval(values, fail_confidence)
-        verdict = two_level_verdict(interval_verdict(low, high, spec.threshold, margin, upward=not below),
-                                    interval_verdict(*wide, spec.threshold, margin, upward=not below))
-        comparisons.append(Comparison(name, (unit,), mean, low, high, verdict, len(rows),
-                                      f"{name}: {mean:.3g} [{low:.3g}, {high:.3g}] n={len(rows)} {verdict}"))
-    return comparisons
-
-
-def _pct(confidence):
-    return f"{100 * confidence:.4g}%"
-
-
-def _grows(runs, spec, confidence=0.95, margin=0.0, fail_confidence=None):
-    metric = spec.metric if spec.metric in ("late_slope", "full_slope") else "late_slope"
-    span = "the whole horizon" if metric == "full_slope" else "the second half of the horizon"
-    return (_per_group_mean(runs, spec, lambda rows: rows[metric].to_numpy(), False, confidence, margin,
-                            fail_confidence),
-            f"mean over seeds of the least-squares slope of Q(t) over {span} "
-            f"(jobs/round), skew-corrected t {_pct(confidence)} interval; holds above {spec.threshold:g}", True)
-
-
-def _converges(runs, spec, confidence=0.95, margin=0.0, fail_confidence=None):
-    return (_per_group_mean(runs, spec, lambda rows: rows[spec.metric].to_numpy(), True, confidence, margin,
-                            fail_confidence),
-            f"mean over seeds of {spec.metric} (Q − Q*), skew-corrected t {_pct(confidence)} interval; "
-            f"holds below {spec.threshold:g} jobs", False)
-
-
-def _typical_below(runs, spec, confidence=0.95, margin=0.0, fail_confidence=None):
-    groups = list(_groups(runs, spec))
-    fail_confidence = fail_level(confidence, len(groups)) if fail_confidence is None else fail_confidence
-    comparisons = []
-    for unit, name, rows in groups:
-        below = int((rows[spec.metric].to_numpy(dtype=np.float64) < spec.threshold).sum())
-        n = len(rows)
-        low, high = binomial_interval(below, n, confidence)
-        verdict = two_level_verdict(interval_verdict(low, high, 0.5, margin),
-                                    interval_verdict(*binomial_interval(below, n, fail_confidence), 0.5, margin))
-        comparisons.append(Comparison(name, (unit,), below / n, low, high, verdict, n,
-                                      f"{name}: {below}/{n} [{low:.2f}, {high:.2f}] n={n} {verdict}"))
-    return (comparisons,
-            f"share of runs whose {spec.metric} is below {spec.threshold:g}, exact binomial "
-            f"{_pct(confidence)} interval; holds above 1/2", True)
-
-
-def _drop_from_peak(rows):
-    peak = rows["peak_queue"].to_numpy(dtype=np.float64)
-    final = rows["final_queue"].to_numpy(dtype=np.float64)
-    return np.where(peak > 0, (peak - final) / np.where(peak > 0, peak, 1), 0.0)
-
-
-def _drops(runs, spec, confidence=0.95, margin=0.0, fail_confidence=None):
-    where = "; comparisons with τ > T/2 not testable" if spec.testable == "exploration_half" else ""
-    return (_per_group_mean(runs, spec, _drop_from_peak, False, confidence, margin, fail_confidence),
-            f"mean over seeds of (peak Q − final Q)/peak Q, skew-corrected t {_pct(confidence)} interval; "
-            f"holds above {spec.threshold:g}{where}", True)
-
-
-def _sweep_order(rows):
-    values = list(dict.fromkeys(rows["sweep_value"]))
-    try:
-        return sorted(values, key=float)
-    except ValueError:
-        return values
-
-
-def _ordered(runs, spec, confidence=0.95, margin=0.0, fail_confidence=None):
-    pairs = []
-    for policy in spec.policies:
-        rows = _select(runs, spec, policy)
-        values = _sweep_order(rows)
-        wide = rows.pivot_table(index="seed", columns="sweep_value", values=spec.metric, aggfunc="first")
-        censored = (rows.pivot_table(index="seed", columns="sweep_value", values="censored", aggfunc="first")
-                    if spec.metric == "time_to_optimal" and "censored" in rows else None)
-        for smaller, larger in zip(values, values[1:]):
-            pairs.append((policy, smaller, larger, wide, censored))
-    fail_confidence = fail_level(confidence, len(pairs)) if fail_confidence is None else fail_confidence
-    comparisons = []
-    for policy, smaller, larger, wide, censored in pairs:
-        pair = wide[[smaller, larger]].dropna()
-        change = pair[larger].to_numpy() - pair[smaller].to_numpy()
-        if spec.direction == "decreasing":
-            change = -change
-        moved = int((change > 0).sum())
-        counted = int((change != 0).sum())  # ties carry no sign (two censored runs are a tie)
-        share = moved / counted if counted else math.nan
-        low, high = binomial_interval(moved, counted, confidence) if counted else (math.nan, math.nan)
-        key = f"{policy} {smaller}→{larger}"
-        both_censored = (censored is not None and len(pair) > 0
-                         and bool(censored.loc[pair.index, [smaller, larger]].astype(bool).all(axis=None)))
-        if counted == 0 and both_censored:
-            verdict = NOT_TESTABLE
-        else:
-            wide_interval = binomial_interval(moved, counted, fail_confidence) if counted else (math.nan, math.nan)
-            verdict = two_level_verdict(interval_verdict(low, high, 0.5, margin),
-                                        interval_verdict(*wide_interval, 0.5, margin))
-        comparisons.append(Comparison(key, ((policy, smaller), (policy, larger)), share, low, high,
-                                      verdict, len(pair),
-                                      f"{key}: {moved}/{counted} [{low:.2f}, {high:.2f}] {verdict}"
-                                      + (" (every run censored at T)" if verdict == NOT_TESTABLE else "")))
-    censoring = ("; a run that never reaches the optimal level is censored at T and counts as slower"
-                 if spec.metric == "time_to_optimal" else "")
-    return (comparisons,
-            f"share of seeds whose {spec.metric} is {spec.direction} between adjacent sweep values "
-            f"(paired by seed, ties carry no sign{censoring}; exact binomial {_pct(confidence)} interval; "
-            "weakest pair shown); holds when every pair is above 1/2", True)
-
-
-def _best(runs, spec, confidence=0.95, margin=0.0, fail_confidence=None):
-    (claimed,) = spec.policies
-    rows = _select(runs, spec)
-    wide = rows.pivot_table(index="seed", columns="policy", values=spec.metric, aggfunc="first")
-    if claimed not in wide:
-        raise ValueError(f"claim {spec.name!r}: policy {claimed!r} not run in {spec.experiment!r}")
-    value_of = dict(zip(rows["policy"], rows["sweep_value"]))
-    others = [p for p in wide.columns if p not in (claimed, "oracle")]
-    fail_confidence = fail_level(confidence, len(others)) if fail_confidence is None else fail_confidence
-    comparisons = []
-    for other in others:
-        pair = wide[[claimed, other]].dropna()
-        difference = pair[other].to_numpy() - pair[claimed].to_numpy()
-        mean = float(difference.mean())
-        low, high = mean_interval(difference, confidence)
-        verdict = two_level_verdict(interval_verdict(low, high, 0.0, margin),
-                                    interval_verdict(*mean_interval(difference, fail_confidence), 0.0, margin))
-        key = f"{other} − {claimed}"
-        comparisons.append(Comparison(key, ((claimed, value_of[claimed]), (other, value_of[other])), mean,
-                                      low, high, verdict, len(pair),
-                                      f"{key}: {mean:.3g} [{low:.3g}, {high:.3g}] {verdict}"))
-    return (comparisons,
-            f"paired by seed, mean of ({spec.metric} of another policy − {spec.metric} of {claimed}), "
-            f"skew-corrected t {_pct(confidence)} interval; the comparison that decides, of the "
-            f"{len(others)} other non-oracle policies (here {{decisive}}); holds above 0", True)
-
-
-def _stall_rate(runs, spec, confidence=0.95, margin=0.0, fail_confidence=None):
-    fail_confidence = fail_level(confidence, len(spec.policies)) if fail_confidence is None else fail_confidence
-    comparisons = []
-    for policy in spec.policies:
-        rows = _select(runs, spec, policy)
-        stalled = int(rows["stalled"].sum())
-        n = len(rows)
-        low, high = binomial_interval(stalled, n, confidence)
-        seeds = " ".join(str(s) for s in rows.loc[rows["stalled"].astype(bool), "seed"]) or "none"
-        verdict = two_level_verdict(
-            interval_verdict(low, high, spec.threshold, margin, upward=False),
-            interval_verdict(*binomial_interval(stalled, n, fail_confidence), spec.threshold, margin, upward=False))
-        units = tuple((policy, value) for value in dict.fromkeys(rows["sweep_value"]))
-        comparisons.append(Comparison(policy, units, stalled / n, low, high, verdict, n,
-                                      f"{policy}: {stalled}/{n} [{low:.3f}, {high:.3f}] {verdict}; "
-                                      f"stalled seeds: {seeds}"))
-    return (comparisons,
-            f"share of stalled runs (tail regret above the stall threshold), exact binomial "
-            f"{_pct(confidence)} interval; the decisive policy shown; holds when every policy's upper end "
-            f"is below {spec.threshold:g}", False)
-
-
-COMPARISONS = {"grows": _grows, "converges": _converges, "typical_below": _typical_below, "ordered": _ordered,
-               "best": _best, "drops": _drops, "stall_rate": _stall_rate}
-
-
-def claim_comparisons(runs, spec, confidence=0.95, margin=0.0, fail_confidence=None):
-    """(comparisons, statistic text, upward) of a claim on a run table:
-    holds and ties judged at ``confidence``, "does not hold" at
-    ``fail_confidence`` (default: Bonferroni over the claim's comparisons)."""
-    return COMPARISONS[spec.kind](runs, spec, confidence, margin, fail_confidence)
-
-
-def summarise(spec: ClaimSpec, comparisons, statistic: str, upward: bool) -> ClaimResult:
-    """The claim's row from its comparisons: the decisive one's value and
-    interval (for ``best``: the comparison whose interval comes nearest to 0
-    on the claim's side, or the failing one), the combined verdict, the
-    smallest n and every comparison."""
-    worst = decisive(comparisons, upward)
-    if "{decisive}" in statistic:
-        statistic = statistic.replace("{decisive}", worst.key.split(" − ")[0])
-    return ClaimResult(statistic, worst.value, worst.ci_low, worst.ci_high,
-                       combine(c.verdict for c in comparisons), min(c.n for c in comparisons),
-                       "; ".join(c.text for c in comparisons), tuple(comparisons))
-
-
-def check_claim(runs, spec, confidence=0.95, margin=0.0, fail_confidence=None) -> ClaimResult:
-    return summarise(spec, *claim_comparisons(runs, spec, confidence, margin, fail_confidence))
-
-
-def _checker(kind):
-    def check(runs, spec, confidence=0.95, margin=0.0):
-        return check_claim(runs, spec, confidence, margin)
-    check.__name__ = f"check_{kind}"
-    return check
-
-
-check_grows, check_converges, check_ordered, check_best, check_drops, check_stall_rate = (
-    _checker(kind) for kind in ("grows", "converges", "ordered", "best", "drops", "stall_rate"))
-CHECKS = {kind: _checker(kind) for kind in KINDS}
 
 
 def _margin(margins, kind):
@@ -705,3 +207,67 @@ def claims_markdown(table: pd.DataFrame, header: str = "") -> str:
             lines.append(f"- `{row.claim}` (**{row.powered_verdict}**, looks {row.powered_looks}; "
                          f"{int(row.powered_n_runs)} runs{excluded}): {row.powered_detail}")
     return "\n".join(lines) + "\n"
+
+
+PER_POLICY_COLUMNS = ("claim", "policy", "figure", "statement", "verdict", "source", "value", "ci_low", "ci_high",
+                      "n_seeds", "by_construction", "figures_verdict", "figures_value", "figures_ci_low",
+                      "figures_ci_high", "figures_n_seeds", "powered_verdict", "confirmatory_verdict", "detail")
+
+
+def _state_comparisons(state: Mapping | None, policy: str) -> list:
+    """The comparisons of a look's state that read only ``policy``'s runs."""
+    if not state:
+        return []
+    return [Comparison(r["key"], tuple(tuple(u) for u in r["units"]), r["value"],
+                       math.nan if r["ci_low"] is None else r["ci_low"],
+                       math.nan if r["ci_high"] is None else r["ci_high"], r["verdict"], r["n"], r["text"])
+            for r in state["comparisons"] if all(u[0] == policy for u in r["units"])]
+
+
+def per_policy_rows(spec: ClaimSpec, runs: pd.DataFrame, margin: float, powered_state: Mapping | None = None,
+                    confirmatory_states: Mapping[str, Mapping] | None = None) -> list[dict]:
+    """One row per policy of a ``per_policy`` claim: that policy's comparisons
+    combined, at the figures' seeds, in the powered reading's last look and,
+    where the policy has a confirmatory study, with the study's comparisons in
+    place of the powered ones they repeat. The headline (``verdict``,
+    ``source``) is the confirmatory one where there is one, else the powered
+    one, else the figures'."""
+    rows = []
+    for policy in spec.policies:
+        own = spec.for_policy(policy)
+        figures = check_claim(runs, own, margin=margin)
+        row = {"claim": spec.name, "policy": policy, "figure": spec.figure, "statement": spec.statement,
+               "by_construction": own.by_construction, "figures_verdict": figures.verdict,
+               "figures_value": figures.value, "figures_ci_low": figures.ci_low, "figures_ci_high": figures.ci_high,
+               "figures_n_seeds": figures.n_seeds, "powered_verdict": "", "confirmatory_verdict": ""}
+        headline, source, n_seeds = figures, "figures", figures.n_seeds
+        powered = _state_comparisons(powered_state, policy)
+        if powered:
+            headline = summarise(own, powered, powered_state["statistic"], own.kind not in ("converges", "stall_rate"))
+            source, n_seeds = "powered", powered_state["n"]
+            row["powered_verdict"] = headline.verdict
+        confirmatory = (confirmatory_states or {}).get(f"{spec.name}__{policy}")
+        if confirmatory:
+            again = _state_comparisons(confirmatory, policy)
+            keys = {c.key for c in again}
+            merged = again + [c for c in powered if c.key not in keys]
+            headline = summarise(own, merged, confirmatory["statistic"], own.kind not in ("converges", "stall_rate"))
+            source, n_seeds = "confirmatory", confirmatory["n"]
+            row["confirmatory_verdict"] = combine(c.verdict for c in again)
+        row.update({"verdict": headline.verdict, "source": source, "value": headline.value,
+                    "ci_low": headline.ci_low, "ci_high": headline.ci_high, "n_seeds": n_seeds,
+                    "detail": headline.detail})
+        rows.append(row)
+    return rows
+
+
+def per_policy_table(specs: Sequence[ClaimSpec], runs_tables: Mapping[str, pd.DataFrame], margins,
+                     powered_states: Mapping[str, Mapping] | None = None,
+                     confirmatory_states: Mapping[str, Mapping] | None = None) -> pd.DataFrame:
+    """The per-policy readings of every ``per_policy`` claim (:func:`per_policy_rows`)."""
+    rows = []
+    for spec in specs:
+        if spec.per_policy:
+            rows += per_policy_rows(spec, runs_tables[spec.experiment], _margin(margins, spec.kind),
+                                    (powered_states or {}).get(spec.name), confirmatory_states)
+    return pd.DataFrame(rows, columns=list(PER_POLICY_COLUMNS))

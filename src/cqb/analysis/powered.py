@@ -32,7 +32,10 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from .claims import (INCONCLUSIVE, ClaimSpec, Comparison, claim_comparisons, reading_rows, summarise)
+from .claim_statistics import claim_comparisons, summarise
+from .claims import reading_rows
+from .claims_registry import ClaimSpec, Comparison
+from .verdict_rules import INCONCLUSIVE, is_decided, look_level
 from ..errors import config_error
 
 POWERED_COLUMNS = ("claim", "figure", "statement", "value", "ci_low", "ci_high", "confidence", "verdict",
@@ -56,7 +59,7 @@ class PoweredClaim:
     @property
     def confidence(self) -> float:
         """The level of every look's intervals: 1 − α/K (Bonferroni over K looks)."""
-        return 1 - self.alpha / len(self.looks)
+        return look_level(self.alpha, len(self.looks))
 
     @property
     def cap(self) -> int:
@@ -176,7 +179,7 @@ def evaluate_look(claim: PoweredClaim, look: int, runs: pd.DataFrame, previous: 
                       "value": comparison.value, "ci_low": comparison.ci_low, "ci_high": comparison.ci_high,
                       "verdict": comparison.verdict, "n": comparison.n,
                       "text": comparison.text if " n=" in comparison.text else f"{comparison.text} (n={comparison.n})",
-                      "decided_at": look if comparison.verdict != INCONCLUSIVE else None}
+                      "decided_at": look if is_decided(comparison.verdict) else None}
         records.append(record)
         merged.append(_as_comparison(record))
     missing = set(decided) - {r["key"] for r in records}

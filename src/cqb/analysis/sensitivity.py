@@ -23,7 +23,9 @@ from pathlib import Path
 import pandas as pd
 
 from ..errors import ConfigError
-from .claims import FAILS, HOLDS, INCONCLUSIVE, ClaimSpec, check_best
+from .claim_statistics import check_best
+from .claims_registry import ClaimSpec
+from .verdict_rules import FAILS, HOLDS, INCONCLUSIVE
 
 NOT_RUN = "not run"
 DATASET_NAMES = {"mnist": "MNIST", "heart_disease": "Heart Disease", "coupon": "Coupon"}

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ..analysis.claims import FAILS, HOLDS, INCONCLUSIVE
+from ..analysis.verdict_rules import FAILS, HOLDS, INCONCLUSIVE
 from ..analysis.sensitivity import DATASET_NAMES, NOT_RUN, cell_summary, norm_bound_text
 from .plotting import save_figure
 

@@ -226,7 +226,8 @@ def paired_comparison(rows, candidate: str, other: str, metric: str, name: str, 
     """Paired by seed, mean of (other − candidate) of ``metric`` with its
     bootstrap interval and verdict (holds: the candidate is lower): the
     ``best`` check of cqb.analysis.claims on the two policies alone."""
-    from ..analysis.claims import ClaimSpec, check_best
+    from ..analysis.claim_statistics import check_best
+    from ..analysis.claims_registry import ClaimSpec
 
     pair = rows[rows["policy"].isin([candidate, other])]
     spec = ClaimSpec(name=name, statement="", kind="best", experiment=experiment, policies=(candidate,),
@@ -253,7 +254,7 @@ def leaderboard(runs: Mapping[str, "pd.DataFrame"], candidates: Sequence[str], m
     import numpy as np
     import pandas as pd
 
-    from ..analysis.claims import bootstrap_mean_interval
+    from ..analysis.claim_statistics import bootstrap_mean_interval
 
     display_names = display_names or {}
     rows = []
@@ -302,7 +303,7 @@ def candidate_claims(runs: Mapping[str, "pd.DataFrame"], candidates: Sequence[st
     same comparison and is claimed once, under the first experiment."""
     import pandas as pd
 
-    from ..analysis.claims import CLAIM_COLUMNS
+    from ..analysis.claims_registry import CLAIM_COLUMNS
 
     display_names = display_names or {}
     cell_keys = cell_keys or {}
@@ -338,7 +339,7 @@ def summary_markdown(board, claims, header: str = "", title: str = "Candidate be
                      sources: Sequence[str] = ()) -> str:
     """The benchmark as Markdown: per candidate and baseline a count of
     verdicts, the claims, then the leaderboard of every cell."""
-    from ..analysis.claims import FAILS, HOLDS, INCONCLUSIVE
+    from ..analysis.verdict_rules import FAILS, HOLDS, INCONCLUSIVE
 
     lines = [header, ""] if header else []
     lines += [f"**{title}.** Per (experiment, sweep value): every policy on the same seeds and traces "

@@ -122,7 +122,23 @@ def multiverse_marks(marks: pd.DataFrame | None) -> dict:
                                          and row["opposite"] else "") for _, row in marks.iterrows()}
 
 
+def _per_policy(per_policy: pd.DataFrame | None, claim: str) -> list:
+    if per_policy is None or not len(per_policy):
+        return []
+    return [row for _, row in per_policy.iterrows() if row["claim"] == claim]
+
+
+def _per_policy_source(row) -> str:
+    return f"{row['n_seeds']} ({row['source']})"
+
+
+def _figures_reading(row) -> dict:
+    return {"verdict": row["figures_verdict"], "value": row["figures_value"], "ci_low": row["figures_ci_low"],
+            "ci_high": row["figures_ci_high"]}
+
+
 def claims_summary_markdown(claims: pd.DataFrame, powered: pd.DataFrame | None,
+                            per_policy: pd.DataFrame | None = None,
                             multiverse: pd.DataFrame | None = None) -> str:
     """The README's short table: each claim of the paper with its headline
     verdict (the primary reading, powered where it has one) and its mark
@@ -148,10 +164,18 @@ def claims_summary_markdown(claims: pd.DataFrame, powered: pd.DataFrame | None,
         beside = f" {across.get(row['claim'], '–')} |" if across else ""
         lines.append(f"| {statement} | {row['figure']} | **{verdict}** | {mark} |{beside} {_interval(source)} | {n_text} "
                      f"| {_reading_text(row['paper'])} |")
+        for policy in _per_policy(per_policy, row["claim"]):  # the per-policy readings, not counted again
+            own_mark = "by construction" if isinstance(policy["by_construction"], str) and policy["by_construction"] else "–"
+            lines.append(f"| ↳ for {policy['policy']} | {row['figure']} | **{policy['verdict']}** | {own_mark} |"
+                         f"{' – |' if across else ''} {_interval(policy)} | {_per_policy_source(policy)} | "
+                         f"{_reading_text(_figures_reading(policy))} |")
     tally = ", ".join(f"{n} {verdict}" for verdict, n in sorted(counts.items())) or "none"
     construction = (f"; {by_construction} holding by construction, shown and not counted"
                     if by_construction else "")
-    return (f"Of the paper's {len(rows)} claims, primary readings: {tally}{construction}.\n\n"
+    per = ("\n\n↳ rows: the claim's verdict per policy, from the confirmatory study where the policy has one "
+           "(n: its seeds), else the powered reading; not counted above." if per_policy is not None and len(per_policy)
+           else "")
+    return (f"Of the paper's {len(rows)} claims, primary readings: {tally}{construction}.{per}\n\n"
             + "\n".join(lines) + "\n")
 
 
@@ -215,9 +239,27 @@ def multiverse_html(marks: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def per_policy_html(per_policy: pd.DataFrame) -> str:
+    """The per-policy readings: per claim and policy the headline verdict
+    (confirmatory where there is one, else powered), its value, n and source,
+    and the figures' seeds' verdict."""
+    head = ["claim", "policy", "value [CI]", "verdict", "n (source)", "at the figures' seeds", "note"]
+    lines = ["<table>", "<tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"]
+    for _, row in per_policy.iterrows():
+        note = row["by_construction"] if isinstance(row["by_construction"], str) else ""
+        cells = [html.escape(str(row["statement"]).split(" (")[0]), html.escape(str(row["policy"])),
+                 f'<span class="num">{_interval(row)}</span>', _verdict(row["verdict"]),
+                 html.escape(_per_policy_source(row)),
+                 f'{_verdict(row["figures_verdict"])} {_interval(_figures_reading(row))}',
+                 html.escape("by construction: " + note if note else "")]
+        lines.append("<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>")
+    lines.append("</table>")
+    return "\n".join(lines)
+
+
 def report_html(figures_dir: Path, claims: pd.DataFrame, powered: pd.DataFrame | None, provenance: str,
                 captions_dir: Path, calibration: pd.DataFrame | None = None,
-                multiverse: pd.DataFrame | None = None) -> str:
+                multiverse: pd.DataFrame | None = None, per_policy: pd.DataFrame | None = None) -> str:
     """The page; images are referred to by file name, beside the page."""
     rows = claims_rows(claims, powered)
     paper = paper_claims(rows)
@@ -232,6 +274,8 @@ def report_html(figures_dir: Path, claims: pd.DataFrame, powered: pd.DataFrame |
              "says whether every registered reading of the claim agrees (robust) or not "
              "(reading-dependent); a check that cannot fail is marked by construction.</p>",
              "<h2>The paper's claims at a glance</h2>", _claims_table(paper, with_statistic=False),
+             *(["<h3>Per policy</h3>", per_policy_html(per_policy)]
+               if per_policy is not None and len(per_policy) else []),
              "<ul>" + "".join(f'<li><a href="{href}">{html.escape(text)}</a></li>' for text, href in LINKS)
              + "</ul>"]
     for figure, title in SECTIONS:

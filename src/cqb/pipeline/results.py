@@ -249,8 +249,6 @@ def publish(source: Path, destination: Path, readme: Path) -> list[str]:
     the last timed full run) and the docs pages' blocks (the full claims table
     is docs/results/claims.md; Figures 5 and 7 in their pages; the timings in
     docs/benchmarks.md), and publish the report with its figures."""
-    from .report import claims_summary_markdown, read_claims, read_multiverse_marks
-
     names = ("claims.md", "claims.tsv", "results.md", "provenance.json")
     missing = [n for n in names if not (source / n).exists()]
     if missing:
@@ -260,18 +258,14 @@ def publish(source: Path, destination: Path, readme: Path) -> list[str]:
         (destination / name).write_bytes((source / name).read_bytes())
     written = [str(destination / n) for n in names]
     for name in ("fig5_summary.md", "fig5_slopes.tsv", "fig7.md", "fig7.tsv", "claims_powered.tsv",
+                 "claims_per_policy.tsv", "claims_confirmatory.tsv",
                  "claims_readings.tsv", "claims_readings.md", "calibration.tsv", "calibration.png",
                  "tuning.tsv", "tuning_stage2.tsv", "fig8.md", "fig8.tsv", "fig8_marks.tsv", "fig8.png"):
         if (source / name).exists():
             (destination / name).write_bytes((source / name).read_bytes())
             written.append(str(destination / name))
     record = json.loads((source / "provenance.json").read_text())
-    powered = source / "claims_powered.tsv"
-    marks = source / "fig8_marks.tsv"
-    summary = claims_summary_markdown(read_claims(source / "claims.tsv"),
-                                      read_claims(powered) if powered.exists() else None,
-                                      read_multiverse_marks(marks) if marks.exists() else None)
-    text = splice(readme.read_text(), "summary", provenance_line(record) + "\n\n" + summary)
+    text = splice(readme.read_text(), "summary", provenance_line(record) + "\n\n" + readme_summary(source))
     timings = destination / "timings.tsv"
     if timings.exists():
         if BEGIN.format(name="lastrun") in text:
@@ -286,6 +280,18 @@ def publish(source: Path, destination: Path, readme: Path) -> list[str]:
         written += publish_report(source, destination)
     written += publish_candidates(source, destination)
     return written
+
+
+def readme_summary(folder: Path) -> str:
+    """The README's claims summary from the tables in ``folder`` (the
+    figures folder, or docs/results/ once published): the claims, their
+    powered reading and the per-policy readings where the folder has them."""
+    from .report import claims_summary_markdown, read_claims
+
+    powered, per_policy = folder / "claims_powered.tsv", folder / "claims_per_policy.tsv"
+    return claims_summary_markdown(read_claims(folder / "claims.tsv"),
+                                   read_claims(powered) if powered.exists() else None,
+                                   read_claims(per_policy) if per_policy.exists() else None)
 
 
 def _splice_page(page: Path, block: str, text: str) -> list[str]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..analysis.claims import READING_FIELDS, ClaimSpec, Reading
+from ..analysis.claims_registry import READING_FIELDS, ClaimSpec, Reading
 from .config_schema import SWEPT_INSTANCE_KEYS
 from .experiments import ConfigError, config_error, format_value, resolve_label
 
@@ -47,7 +47,9 @@ def claim_specs(config: Mapping, plan) -> list[ClaimSpec]:
                                    source=entry.get("source", "paper"),
                                    **{f: entry[f] for f in ("quote", "section", "quantity", "reading", "why",
                                                             "testable", "by_construction") if f in entry},
-                                   readings=readings))
+                                   readings=readings, per_policy=bool(entry.get("per_policy", False)),
+                                   per_policy_by_construction=tuple(
+                                       (entry.get("per_policy_by_construction") or {}).items())))
         except ValueError as error:
             raise ConfigError(f"invalid config value {key}: {error}") from None
     from ..analysis.sensitivity import grid_claims
@@ -130,7 +132,7 @@ def retired_seeds(config: Mapping) -> set:
     return seeds
 
 
-REGISTRY_SECTIONS = ("claims", "claim_margins", "powered", "summaries", "calibration")
+REGISTRY_SECTIONS = ("claims", "claim_margins", "powered", "confirmatory", "summaries", "calibration")
 
 
 def registry_hash(config: Mapping) -> str:

@@ -1,0 +1,133 @@
+"""Power and sample size of a confirmatory study of an ``ordered`` claim.
+
+A confirmatory study (docs/verdicts.md, "The confirmatory study") judges a
+claim left undecided at the powered reading's cap on fresh seeds, in one look
+of a fixed number of seeds at its own α. Its sample size comes from here:
+the smallest number of seeds at which, at the effects observed so far, the
+claim's verdict is *correct* with probability at least ``power``.
+
+One comparison of an ordered claim is a paired sign test: of N seeds a share
+q carries a sign (two censored runs tie), and a signed pair moves the
+claimed way with probability p. At N seeds its verdict is the two-level
+verdict of :mod:`cqb.analysis.verdict_rules` on the exact (Clopper–Pearson)
+intervals at the study's levels, and it is correct when the true p makes it
+true: holds when p > 1/2, does not hold when p < 1/2, tie within δ when
+|p − 1/2| < δ (so at p = 0.45 both a tie and "does not hold" are correct:
+the study tells a tie within δ from a direction). The power of one
+comparison is exact (a sum over the binomial numbers of signed and of moved
+pairs); the claim's is bounded below by 1 − Σ (1 − power of each comparison),
+whatever the dependence between comparisons.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .summaries import binomial_bounds
+from .verdict_rules import FAILS, HOLDS, TIE, comparison_verdicts, procedure_levels
+
+
+@dataclass(frozen=True)
+class Effect:
+    """An observed comparison: ``moved`` of ``counted`` signed pairs moved the
+    claimed way, of ``seeds`` seeds."""
+
+    comparison: str
+    moved: int
+    counted: int
+    seeds: int
+
+    @property
+    def share(self) -> float:  # p: the share of signed pairs moving the claimed way
+        return self.moved / self.counted
+
+    @property
+    def signed(self) -> float:  # q: the share of seeds whose pair carries a sign
+        return self.counted / self.seeds
+
+
+def correct_verdicts(share: float, margin: float) -> frozenset:
+    """The verdicts a comparison with true share ``share`` makes true."""
+    right = {HOLDS} if share > 0.5 else {FAILS} if share < 0.5 else set()
+    if margin > 0 and abs(share - 0.5) < margin:
+        right.add(TIE)
+    return frozenset(right)
+
+
+def _binomial_pmf(k, n, p):
+    from scipy.stats import binom
+
+    return binom.pmf(k, n, p)
+
+
+def counted_power(effect: Effect, max_counted: int, alpha: float, margin: float, comparisons: int) -> np.ndarray:
+    """P(correct verdict | c signed pairs) for c = 0 … ``max_counted``: the
+    sum over the numbers k of moved pairs within 9 standard deviations of c·p
+    (the rest weighs below 1e-18)."""
+    confidence, fail_confidence = procedure_levels(alpha, 1, comparisons)
+    p = effect.share
+    c_parts, k_parts = [], []
+    for c in range(max_counted + 1):
+        spread = 9 * np.sqrt(c * p * (1 - p)) + 2
+        k = np.arange(max(0, int(c * p - spread)), min(c, int(np.ceil(c * p + spread))) + 1)
+        c_parts.append(np.full(k.size, c))
+        k_parts.append(k)
+    c, k = np.concatenate(c_parts), np.concatenate(k_parts)
+    low, high = binomial_bounds(k, c, confidence)
+    wide_low, wide_high = binomial_bounds(k, c, fail_confidence)
+    verdicts = comparison_verdicts(low, high, wide_low, wide_high, 0.5, margin, True)
+    ok = np.isin(verdicts.astype(str), list(correct_verdicts(p, margin))).astype(np.float64)
+    return np.bincount(c, weights=_binomial_pmf(k, c, p) * ok, minlength=max_counted + 1)
+
+
+def comparison_power(effect: Effect, seeds, alpha: float, margin: float, comparisons: int) -> np.ndarray:
+    """The exact power of one comparison at each number of seeds in ``seeds``."""
+    seeds = np.atleast_1d(np.asarray(seeds, dtype=int))
+    given_counted = counted_power(effect, int(seeds.max()), alpha, margin, comparisons)
+    return np.array([float(np.dot(_binomial_pmf(np.arange(n + 1), n, effect.signed), given_counted[:n + 1]))
+                     for n in seeds])
+
+
+def claim_power(effects: Sequence[Effect], seeds, alpha: float, margin: float, comparisons: int) -> np.ndarray:
+    """The lower bound 1 − Σ (1 − power) of the claim's power at each number of seeds."""
+    shortfall = sum(1 - comparison_power(e, seeds, alpha, margin, comparisons) for e in effects)
+    return np.clip(1 - shortfall, 0.0, 1.0)
+
+
+def sample_size(effects: Sequence[Effect], alpha: float, margin: float, comparisons: int, power: float = 0.9,
+                max_seeds: int = 4000, stay: int = 25) -> int:
+    """The smallest number of seeds N at which the claim's power bound is at
+    least ``power`` at N and at each of the next ``stay`` numbers of seeds (the
+    exact power of a discrete test saws up and down, and the two-level rule
+    dips where the claim level's interval has left 1/2 and the Bonferroni
+    level's has not). Searched up to 500, 1000, … ``max_seeds``; ValueError beyond."""
+    limit = min(500, max_seeds)
+    while True:
+        seeds = np.arange(2, limit + stay + 1)
+        reached = claim_power(effects, seeds, alpha, margin, comparisons) >= power
+        window = np.convolve(reached.astype(int), np.ones(stay + 1, dtype=int), mode="valid") == stay + 1
+        qualifying = np.flatnonzero(window)  # N = seeds[i] qualifies when reached[i .. i + stay] all hold
+        if qualifying.size:
+            return int(seeds[qualifying[0]])
+        if limit >= max_seeds:
+            raise ValueError(f"power {power} is not reached within {max_seeds} seeds")
+        limit = min(2 * limit, max_seeds)
+
+
+def power_analysis(entry: Mapping, margin: float) -> dict:
+    """The registration's power analysis of one confirmatory entry
+    (``confirmatory.claims[i]`` of the config): its sample size and, at that
+    size, each comparison's exact power and the claim's bound."""
+    effects = [Effect(e["comparison"], int(e["moved"]), int(e["counted"]), int(e["seeds"]))
+               for e in entry["observed"]]
+    alpha, power, comparisons = float(entry["alpha"]), float(entry["power"]), int(entry["comparisons"])
+    n = sample_size(effects, alpha, margin, comparisons, power)
+    rows = [{"comparison": e.comparison, "observed": f"{e.moved}/{e.counted} of {e.seeds}", "share": e.share,
+             "signed": e.signed, "correct": " or ".join(sorted(correct_verdicts(e.share, margin))),
+             "power": float(comparison_power(e, [n], alpha, margin, comparisons)[0])} for e in effects]
+    return {"seeds": n, "alpha": alpha, "margin": margin, "comparisons": comparisons, "target": power,
+            "claim_power_bound": float(claim_power(effects, [n], alpha, margin, comparisons)[0]),
+            "comparisons_power": rows}

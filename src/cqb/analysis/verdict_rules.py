@@ -1,0 +1,150 @@
+"""The verdict rules: one implementation of each, shared by the claims
+(:mod:`cqb.analysis.claim_statistics`, one comparison at a time), the powered
+reading (:mod:`cqb.analysis.powered`) and the calibration study
+(:mod:`cqb.analysis.calibration`, thousands of replications at once).
+
+* :func:`interval_verdicts`: one interval against its threshold, with the
+  tie band threshold ± δ;
+* :func:`two_level_verdicts`: a comparison's verdict from its interval at the
+  claim's level (holds, tie) and at the Bonferroni level over the claim's
+  comparisons (does not hold);
+* :func:`look_level`, :func:`fail_level`, :func:`procedure_levels`: the
+  level of every look (α split over the looks) and of "does not hold" (that
+  level split over the claim's comparisons);
+* :func:`decided`: the stopping rule (a comparison stops at the first look
+  whose verdict is not inconclusive);
+* :func:`combine`, :func:`decisive`: a claim's verdict from its comparisons'.
+
+Each rule is written once, vectorised over rows; the scalar forms
+(:func:`interval_verdict`, :func:`two_level_verdict`,
+:func:`comparison_verdict`) call it on a single row.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+HOLDS, FAILS, INCONCLUSIVE, TIE = "holds", "does not hold", "inconclusive", "tie within δ"
+NOT_TESTABLE = "not testable at this T"
+VERDICTS = (HOLDS, FAILS, TIE, INCONCLUSIVE, NOT_TESTABLE)
+DECIDED = (HOLDS, FAILS, TIE, NOT_TESTABLE)  # a comparison stops at these
+
+
+def interval_verdicts(low, high, threshold, margin=0.0, upward=True) -> np.ndarray:
+    """The verdict of each interval [low, high] (arrays; every argument
+    broadcasts): strictly on the claim's side of ``threshold`` (above when
+    ``upward``) → holds, strictly on the other → does not hold, straddling it
+    but inside threshold ± ``margin`` (δ > 0) → tie within δ, else (or with a
+    non-finite end) inconclusive."""
+    low, high, threshold, margin, upward = np.broadcast_arrays(
+        np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64),
+        np.asarray(threshold, dtype=np.float64), np.asarray(margin, dtype=np.float64),
+        np.asarray(upward, dtype=bool))
+    finite = np.isfinite(low) & np.isfinite(high)
+    above = finite & (low > threshold)
+    below = finite & ~above & (high < threshold)
+    tie = (finite & ~above & ~below & (margin > 0)
+           & (threshold - margin < low) & (high < threshold + margin))
+    out = np.full(low.shape, INCONCLUSIVE, dtype=object)
+    out[tie] = TIE
+    out[np.where(upward, below, above)] = FAILS
+    out[np.where(upward, above, below)] = HOLDS
+    return out
+
+
+def two_level_verdicts(narrow, wide) -> np.ndarray:
+    """A comparison's verdict from its interval verdict at the claim level
+    (``narrow``: holds, tie) and at the Bonferroni level (``wide``: does not
+    hold): holds if the narrow interval holds, else does not hold if the wide
+    one fails, else a tie if the narrow one ties, else inconclusive."""
+    narrow, wide = np.broadcast_arrays(np.asarray(narrow, dtype=object), np.asarray(wide, dtype=object))
+    out = np.full(narrow.shape, INCONCLUSIVE, dtype=object)
+    out[narrow == TIE] = TIE
+    out[wide == FAILS] = FAILS
+    out[narrow == HOLDS] = HOLDS
+    return out
+
+
+def comparison_verdicts(low, high, wide_low, wide_high, threshold, margin=0.0, upward=True) -> np.ndarray:
+    """The two-level verdict of comparisons given both intervals: the claim
+    level's [low, high] and the Bonferroni level's [wide_low, wide_high]."""
+    return two_level_verdicts(interval_verdicts(low, high, threshold, margin, upward),
+                              interval_verdicts(wide_low, wide_high, threshold, margin, upward))
+
+
+def interval_verdict(low, high, threshold, margin=0.0, upward=True) -> str:
+    """:func:`interval_verdicts` of one interval."""
+    return str(interval_verdicts(low, high, threshold, margin, upward).reshape(-1)[0])
+
+
+def two_level_verdict(narrow: str, wide: str) -> str:
+    """:func:`two_level_verdicts` of one comparison: "does not hold" needs the
+    wider interval on the wrong side."""
+    return str(two_level_verdicts(narrow, wide).reshape(-1)[0])
+
+
+def comparison_verdict(low, high, wide_low, wide_high, threshold, margin=0.0, upward=True) -> str:
+    """:func:`comparison_verdicts` of one comparison."""
+    return str(comparison_verdicts(low, high, wide_low, wide_high, threshold, margin, upward).reshape(-1)[0])
+
+
+def look_level(alpha: float, looks: int) -> float:
+    """The level of every look's intervals: 1 − α/K (Bonferroni over K looks)."""
+    return 1 - alpha / looks
+
+
+def fail_level(confidence: float, comparisons: int) -> float:
+    """The level of the "does not hold" intervals of a claim of
+    ``comparisons`` comparisons: Bonferroni over them."""
+    return 1 - (1 - confidence) / max(1, comparisons)
+
+
+def procedure_levels(alpha: float, looks: int, comparisons: int) -> tuple[float, float]:
+    """(level of holds and ties, level of does not hold) at every look of a
+    design of ``looks`` looks for a claim of ``comparisons`` comparisons."""
+    confidence = look_level(alpha, looks)
+    return confidence, fail_level(confidence, comparisons)
+
+
+def decided(verdicts) -> np.ndarray:
+    """The stopping rule: a comparison stops at the first look whose verdict
+    is not inconclusive (holds, does not hold, tie within δ, not testable)."""
+    return np.asarray(verdicts, dtype=object) != INCONCLUSIVE
+
+
+def is_decided(verdict: str) -> bool:
+    """:func:`decided` of one verdict."""
+    return bool(decided([verdict])[0])
+
+
+def combine(verdicts) -> str:
+    """A claim's verdict from its comparisons': untestable ones left out
+    (all untestable: not testable); does not hold if one does not; holds if
+    all hold; a tie within δ if all hold or tie; else inconclusive."""
+    verdicts = [v for v in verdicts if v != NOT_TESTABLE]
+    if not verdicts:
+        return NOT_TESTABLE
+    if any(v == FAILS for v in verdicts):
+        return FAILS
+    if all(v == HOLDS for v in verdicts):
+        return HOLDS
+    if all(v in (HOLDS, TIE) for v in verdicts):
+        return TIE
+    return INCONCLUSIVE
+
+
+def decisive(comparisons, upward: bool = True):
+    """The comparison that decides a combined verdict, to be reported: a
+    failing one if any (the farthest on the wrong side), else an inconclusive
+    one, else a tie, else the holding one whose interval comes nearest to its
+    threshold, else an untestable one. ``upward``: the claim wants values
+    above its threshold."""
+    for wanted in (FAILS, INCONCLUSIVE, TIE, HOLDS, NOT_TESTABLE):
+        chosen = [c for c in comparisons if c.verdict == wanted]
+        if chosen:
+            if wanted == NOT_TESTABLE:
+                return chosen[0]
+            if upward:
+                return min(chosen, key=lambda c: c.ci_high if wanted == FAILS else c.ci_low)
+            return max(chosen, key=lambda c: c.ci_low if wanted == FAILS else c.ci_high)
+    raise ValueError("no comparisons")

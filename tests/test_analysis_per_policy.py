@@ -1,0 +1,106 @@
+"""Per-policy readings of a claim (cqb.analysis.claims.per_policy_rows), the
+confirmatory study's claims from the config (cqb.pipeline.confirmatory) and
+their rows in the README's summary (cqb.pipeline.report)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+from cqb.analysis.claims import (FAILS, HOLDS, INCONCLUSIVE, TIE, ClaimSpec, per_policy_rows, per_policy_table)
+from cqb.errors import ConfigError
+from cqb.pipeline.confirmatory import confirmatory_claims, confirmatory_seeds
+
+
+def ordered_runs(times: dict) -> pd.DataFrame:
+    """{(policy, d): per-seed time to optimal} → a runs table."""
+    rows = []
+    for (policy, d), per_seed in times.items():
+        for seed, time in enumerate(per_seed):
+            rows.append({"policy": policy, "sweep_param": "dim", "sweep_value": d, "seed": seed, "horizon": 100,
+                         "time_to_optimal": float(time), "censored": False, "explore_rounds": float("nan")})
+    return pd.DataFrame(rows)
+
+
+SPEC = ClaimSpec("dim", "Larger d converges slower", "ordered", "synthetic_dim", ("eps", "opt"),
+                 metric="time_to_optimal", per_policy=True, per_policy_by_construction=(("eps", "τ ∝ d³"),))
+
+
+def record(key, policy, values, verdict, n, look=0):
+    low, high = values
+    return {"key": key, "units": [[policy, "3"], [policy, "5"]], "value": (low + high) / 2, "ci_low": low,
+            "ci_high": high, "verdict": verdict, "n": n, "text": f"{key}: {verdict}", "decided_at": look}
+
+
+def test_each_policy_combines_its_own_comparisons_and_the_confirmatory_study_replaces_the_powered_ones():
+    slower = list(range(10, 30))
+    runs = ordered_runs({("eps", "3"): [1] * 20, ("eps", "5"): slower, ("opt", "3"): [5] * 20,
+                         ("opt", "5"): [4, 6] * 10})
+    powered = {"statistic": "share", "n": 160,
+               "comparisons": [record("eps 3→5", "eps", (0.7, 0.9), HOLDS, 160),
+                               record("opt 3→5", "opt", (0.34, 0.55), INCONCLUSIVE, 160, None)]}
+    confirmatory = {"dim__opt": {"statistic": "share", "n": 217,
+                                 "comparisons": [record("opt 3→5", "opt", (0.40, 0.49), FAILS, 217)]}}
+    rows = {row["policy"]: row for row in per_policy_rows(SPEC, runs, 0.15, powered, confirmatory)}
+    assert rows["eps"]["verdict"] == HOLDS and rows["eps"]["source"] == "powered" and rows["eps"]["n_seeds"] == 160
+    assert rows["eps"]["by_construction"] == "τ ∝ d³" and rows["opt"]["by_construction"] == ""
+    assert rows["eps"]["figures_verdict"] == HOLDS  # 20 of 20 seeds slower at the figures' seeds
+    assert rows["opt"]["powered_verdict"] == INCONCLUSIVE
+    assert rows["opt"]["verdict"] == rows["opt"]["confirmatory_verdict"] == FAILS
+    assert rows["opt"]["source"] == "confirmatory" and rows["opt"]["n_seeds"] == 217
+    # without a confirmatory study the powered verdict is the headline; without either, the figures'
+    assert {r["policy"]: r["source"] for r in per_policy_rows(SPEC, runs, 0.15, powered)} == {
+        "eps": "powered", "opt": "powered"}
+    only_figures = per_policy_table([SPEC, ClaimSpec("x", "x", "ordered", "synthetic_dim", ("opt",))],
+                                    {"synthetic_dim": runs}, {"ordered": 0.15})
+    assert list(only_figures["source"]) == ["figures", "figures"] and list(only_figures["policy"]) == ["eps", "opt"]
+    assert only_figures.loc[1, "figures_verdict"] in (TIE, INCONCLUSIVE)  # half the seeds each way
+
+
+def plan_of(values):
+    curves = [SimpleNamespace(label=p, policy=p, sweep_text=v) for p in ("eps", "opt") for v in values]
+    return SimpleNamespace(curves={"synthetic_dim": curves})
+
+
+def confirmatory_config(**entry):
+    base = {"name": "dim", "policy": "opt", "sweep_values": ["5", "10"], "margin": 0.15, "seeds": 217,
+            "observed": [{"comparison": "opt 5→10", "moved": 6, "counted": 10, "seeds": 10}]}
+    return {"claim_margins": {"ordered": 0.15},
+            "confirmatory": {"first_seed": 120000, "alpha": 0.05, "claims": [{**base, **entry}]}}
+
+
+def test_a_confirmatory_claim_is_one_look_on_its_policy_and_fresh_seeds():
+    (claim,) = confirmatory_claims(confirmatory_config(), plan_of(["3", "5", "10"]), [SPEC]).values()
+    assert claim.spec.name == "dim__opt" and claim.spec.policies == ("opt",) and claim.looks == (217,)
+    assert claim.units == (("opt", "5"), ("opt", "10")) and claim.confidence == pytest.approx(0.95)
+    assert claim.spec.readings == () and claim.margin == 0.15
+    seeds = confirmatory_seeds({"c": claim})
+    assert min(seeds) == 120000 and max(seeds) == 120216
+    with pytest.raises(ConfigError, match="registered δ"):
+        confirmatory_claims(confirmatory_config(margin=0.1), plan_of(["5", "10"]), [SPEC])
+    with pytest.raises(ConfigError, match="one observed effect per comparison"):
+        confirmatory_claims(confirmatory_config(sweep_values=["3", "5", "10"]), plan_of(["3", "5", "10"]), [SPEC])
+    with pytest.raises(ConfigError, match="not a policy"):
+        confirmatory_claims(confirmatory_config(policy="random"), plan_of(["5", "10"]), [SPEC])
+
+
+def test_the_readme_summary_gives_the_verdict_per_policy_without_counting_it():
+    from cqb.pipeline.report import claims_summary_markdown
+
+    claims = pd.DataFrame([{"claim": "dim", "figure": "fig3", "statement": "Larger d converges slower",
+                            "statistic": "s", "value": 0.44, "ci_low": 0.34, "ci_high": 0.55,
+                            "verdict": INCONCLUSIVE, "n_seeds": 10, "mark": "robust"}])
+    per_policy = pd.DataFrame([
+        {"claim": "dim", "policy": "cqb_eps", "verdict": HOLDS, "source": "powered", "value": 0.6, "ci_low": 0.5,
+         "ci_high": 0.7, "n_seeds": 160, "by_construction": "τ ∝ d³", "figures_verdict": HOLDS,
+         "figures_value": 0.9, "figures_ci_low": 0.6, "figures_ci_high": 1.0},
+        {"claim": "dim", "policy": "cqb_opt", "verdict": TIE, "source": "confirmatory", "value": 0.45,
+         "ci_low": 0.38, "ci_high": 0.52, "n_seeds": 217, "by_construction": "", "figures_verdict": INCONCLUSIVE,
+         "figures_value": 0.3, "figures_ci_low": 0.1, "figures_ci_high": 0.7}])
+    text = claims_summary_markdown(claims, None, per_policy)
+    assert "primary readings: 1 inconclusive." in text  # the per-policy rows are not counted
+    assert "| ↳ for cqb_eps | fig3 | **holds** | by construction |" in text
+    assert "| ↳ for cqb_opt | fig3 | **tie within δ** | – | 0.45 [0.38, 0.52] | 217 (confirmatory) |" in text
+    assert "↳" not in claims_summary_markdown(claims, None)

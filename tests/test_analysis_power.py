@@ -1,0 +1,100 @@
+"""The confirmatory study's power analysis (cqb.analysis.power): the exact
+power of a sign-test comparison under the two-level verdict rule, checked
+against simulating the rule; the sample size search; and the registration
+(config.yaml's confirmatory block) against the analysis's output."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import yaml
+
+from conftest import REPO
+from cqb.analysis.power import Effect, claim_power, comparison_power, correct_verdicts, sample_size
+from cqb.analysis.summaries import binomial_bounds
+from cqb.analysis.verdict_rules import FAILS, HOLDS, TIE, comparison_verdicts, procedure_levels
+
+
+def simulated_power(effect, seeds, alpha, margin, comparisons, replications=40000, seed=1):
+    """The same power by simulating the study: signed pairs, moved pairs, the verdict rule."""
+    rng = np.random.default_rng(seed)
+    counted = rng.binomial(seeds, effect.signed, replications)
+    moved = rng.binomial(counted, effect.share)
+    confidence, fail_confidence = procedure_levels(alpha, 1, comparisons)
+    verdicts = comparison_verdicts(*binomial_bounds(moved, counted, confidence),
+                                   *binomial_bounds(moved, counted, fail_confidence), 0.5, margin, True)
+    return np.isin(verdicts.astype(str), list(correct_verdicts(effect.share, margin))).mean()
+
+
+def test_correct_verdicts_tell_a_tie_from_a_direction():
+    assert correct_verdicts(0.443, 0.15) == {FAILS, TIE}
+    assert correct_verdicts(0.607, 0.15) == {HOLDS, TIE}
+    assert correct_verdicts(0.8, 0.15) == {HOLDS}
+    assert correct_verdicts(0.5, 0.15) == {TIE}
+    assert correct_verdicts(0.45, 0.0) == {FAILS}
+
+
+@pytest.mark.parametrize("effect, seeds, comparisons", [
+    (Effect("10→20", 62, 140, 160), 120, 2),
+    (Effect("5→10", 82, 135, 160), 90, 2),
+    (Effect("x", 30, 40, 40), 25, 1),
+])
+def test_exact_power_equals_the_simulated_study(effect, seeds, comparisons):
+    exact = comparison_power(effect, [seeds], 0.05, 0.15, comparisons)[0]
+    simulated = simulated_power(effect, seeds, 0.05, 0.15, comparisons)
+    assert exact == pytest.approx(simulated, abs=4 * np.sqrt(0.25 / 40000))
+
+
+def test_power_grows_with_the_seeds_and_the_sample_size_reaches_it():
+    effect = Effect("10→20", 62, 140, 160)
+    low, high = comparison_power(effect, [40, 200], 0.05, 0.15, 2)
+    assert low < 0.6 < 0.85 < high
+    n = sample_size([effect], 0.05, 0.15, 2, power=0.8, stay=10)
+    powers = claim_power([effect], np.arange(n - 1, n + 11), 0.05, 0.15, 2)
+    assert (powers[1:] >= 0.8).all()  # reached at n and the next 10 sizes
+    assert sample_size([effect], 0.05, 0.15, 2, power=0.8, stay=10) < sample_size([effect], 0.05, 0.15, 2,
+                                                                                     power=0.9, stay=10)
+    with pytest.raises(ValueError, match="not reached"):
+        sample_size([Effect("tiny", 51, 100, 100)], 0.05, 0.0, 1, power=0.9, max_seeds=300)
+
+
+def test_a_claim_needs_every_comparison_powered():
+    strong, weak = Effect("a", 90, 100, 100), Effect("b", 62, 140, 160)
+    one = claim_power([weak], [150], 0.05, 0.15, 2)[0]
+    both = claim_power([strong, weak], [150], 0.05, 0.15, 2)[0]
+    assert both <= one and both == pytest.approx(one - (1 - comparison_power(strong, [150], 0.05, 0.15, 2)[0]))
+
+
+def test_the_registration_is_the_power_analysis_output():
+    from cqb.pipeline.confirmatory import POWER_FILE, registered_analysis
+
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    analyses = registered_analysis(config)
+    assert analyses, "config.yaml registers a confirmatory study"
+    recorded = json.loads((REPO / "config" / POWER_FILE).read_text())
+    assert recorded == json.loads(json.dumps(analyses))  # the committed output is today's analysis
+    for entry in config["confirmatory"]["claims"]:
+        analysis = analyses[f"{entry['name']}__{entry['policy']}"]
+        assert entry["seeds"] == analysis["seeds"]  # not a hand-typed number
+        assert analysis["claim_power_bound"] >= config["confirmatory"]["power"]
+        assert entry["margin"] == config["claim_margins"]["ordered"]  # δ registered before the powered runs
+
+
+def test_the_confirmatory_design_is_calibrated_and_its_power_is_the_simulated_procedures():
+    # the registered design simulated whole (cqb.analysis.calibration) on CQB-Opt's d 10→20 signs at
+    # the cap (62 slower, 78 faster, 20 both censored): type-I error ≤ α + 2 SE at the null, and the
+    # share of correct verdicts (a tie or "does not hold") at the observed effect is the exact power
+    from cqb.analysis.calibration import Shape, calibrate
+
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    entry = config["confirmatory"]["claims"][0]
+    n, alpha, m = entry["seeds"], config["confirmatory"]["alpha"], len(entry["observed"])
+    signs = np.array([1.0] * 62 + [-1.0] * 78 + [0.0] * 20)
+    shape = Shape("confirmatory", "ordered", "cqb_opt 10→20", signs, 0.5, entry["margin"], True, m)
+    table = calibrate([shape], {"confirmatory": ((n,), alpha)}, 4000, 7)
+    null, effect = table.iloc[0], table.iloc[1]
+    assert null["type1_ok"] and null["type1_error"] <= alpha + 2 * null["type1_se"]
+    exact = comparison_power(Effect("10→20", 62, 140, 160), [n], alpha, entry["margin"], m)[0]
+    assert effect["tie"] + effect["does_not_hold"] == pytest.approx(exact, abs=4 * np.sqrt(0.25 / 4000))
