@@ -63,11 +63,12 @@ def test_atomic_write_leaves_nothing_on_failure(tmp_path):
 def test_run_killed_mid_simulation_exits_by_sigkill_and_leaves_no_file(tmp_path):
     """Killed as soon as its loop has started (the line of the loop-start probe),
     whatever the machine's speed: the run need only outlast that moment, and
-    50,000 rounds of the numpy kernel are seconds of work (~4 s here) against
-    a kill that follows the line within milliseconds."""
+    50,000 rounds with an exact refit at every sample are tens of seconds of
+    work (20,000 take ~12 s here) against a kill that follows the line within
+    milliseconds."""
     out = tmp_path / "killed.npz"
     process = subprocess.Popen([sys.executable, "-c", CLI_SCRIPT, "run", "--policy", "cqb_opt", "--seed", "0",
-                                "--horizon", "50000", "--set", "kernel=numpy", "--out", str(out)],
+                                "--horizon", "50000", "--set", "refit_growth=0", "--out", str(out)],
                                stderr=subprocess.PIPE, text=True)
     try:
         before_the_loop = []
