@@ -42,6 +42,8 @@ HUGE = float("inf")
 # problem stop when a step moves θ by less than this (relative), or after so many.
 PROJECTION_STEP_TOL = 1e-13
 PROJECTION_MAX_ITER = 100
+# A trial point is accepted if f does not rise above its rounding, ~this × ‖V⁻¹r‖‖g(θ̂)‖.
+PROJECTION_NOISE = 1e-13
 
 
 # ---------------------------------------------------------------- small dense algebra
@@ -329,6 +331,7 @@ def filippi_solve(p: Projection, x: cython.double[::1], xo: cython.Py_ssize_t, n
     step: cython.double
     scale: cython.double
     alpha: cython.double
+    noise: cython.double
     # g(θ̂)
     for a in range(d):
         p.target[a] = reg * mle[mo + a]
@@ -409,17 +412,20 @@ def filippi_solve(p: Projection, x: cython.double[::1], xo: cython.Py_ssize_t, n
         if norm > bound:
             for a in range(d):
                 p.z[a] *= bound / norm
-        # halve the step θ → z until f decreases (the ball is convex: every point is inside)
+        # halve the step θ → z until f decreases (the ball is convex: every point is inside),
+        # up to f's rounding: r = g(θ) − g(θ̂) cancels terms of size ‖g(θ̂)‖, so f is known
+        # to about 2‖V⁻¹r‖‖g(θ̂)‖ε; near the minimiser a Newton step lowers f by less than that
+        noise = PROJECTION_NOISE * sqrt(dot(p.wres, 0, p.wres, 0, d) * dot(p.target, 0, p.target, 0, d))
         alpha = 1.0
         trial_value = HUGE
         for inner in range(40):
             for a in range(d):
                 p.trial[a] = theta[to + a] + alpha * (p.z[a] - theta[to + a])
             trial_value = filippi_value(p, x, xo, n, p.trial, 0, design_inv, vo, reg)
-            if trial_value <= value:
+            if trial_value <= value + noise:
                 break
             alpha *= 0.5
-        if not trial_value <= value:
+        if not trial_value <= value + noise:
             filippi_value(p, x, xo, n, theta, to, design_inv, vo, reg)  # the state of θ again
             return it
         step = 0.0
