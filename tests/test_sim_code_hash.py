@@ -29,12 +29,16 @@ def test_the_installed_hash_is_the_hash_of_the_sim_folder():
 def test_every_source_file_of_the_subpackage_is_hashed_and_no_build_product(package_copy):
     sim = package_copy / "sim"
     hashed = {path.relative_to(sim).as_posix() for path in source_files(sim)}
-    sources = {path.relative_to(sim).as_posix() for pattern in ("*.py", "*.c") for path in sim.rglob(pattern)}
-    assert hashed == sources and {"_kernel.c", "simulate.py", "policies/registry.py"} <= hashed
+    sources = {path.relative_to(sim).as_posix() for path in sim.rglob("*.py") if "__pycache__" not in path.parts}
+    assert hashed == sources and {"_core.py", "core.py", "simulate.py", "policies/registry.py"} <= hashed
+    assert not any(path.suffix in (".c", ".so", ".sha256") for path in source_files(sim))
     before = code_hash(sim)
+    # build products: the compiled core, its build record, Cython's C, bytecode
     (sim / "__pycache__").mkdir(exist_ok=True)
     (sim / "__pycache__" / "simulate.cpython-311.pyc").write_bytes(b"\0")
-    (sim / "_kernel.cpython-311-x86_64-linux-gnu.so").write_bytes(b"\0")
+    (sim / "_core.cpython-311-x86_64-linux-gnu.so").write_bytes(b"\0")
+    (sim / "_core.sha256").write_text("0" * 64 + "\n")
+    (sim / "_core.c").write_text("/* generated */\n")
     assert code_hash(sim) == before
 
 

@@ -158,9 +158,17 @@ def test_rows_the_screen_leaves_undecided_are_decided_by_numpy(monkeypatch, slop
 
 
 def test_screen_codes_rows_against_its_two_cuts():
-    from cqb.sim.estimation import compiled_kernel
+    from cqb.sim.core import core
 
-    raw = np.array([[3.0, 4.0], [1.0, 0.0], [0.0, -2.0]])  # best scaled scores 0.8, 1, 0
-    codes = np.empty(3, dtype=np.uint8)
-    assert compiled_kernel().screen_contexts(raw, np.eye(2), 0.5, 0.9, codes) == 1
-    assert codes.tolist() == [2, 1, 0]
+    raw = np.array([[3.0, 4.0], [1.0, 0.0], [0.0, -2.0], [-3.0, -4.0]])  # best scaled scores 0.8, 1, 0, −0.6
+    codes = np.empty(4, dtype=np.uint8)
+    assert core().screen_contexts(raw, np.eye(2), 0.5, 0.9, codes) == 1
+    assert codes.tolist() == [2, 1, 0, 0]
+    # the best of K scores (not the first), at each cut exactly
+    theta = np.array([[0.0, 1.0], [1.0, 0.0]])
+    assert core().screen_contexts(np.array([[1.0, 0.0], [0.6, 0.8]]), theta, 0.5, 0.9, codes[:2]) == 1
+    assert codes[:2].tolist() == [1, 2]
+    assert core().screen_contexts(np.array([[2.0, 0.0], [0.0, -1.0]]), theta, 0.0, 1.0, codes[:2]) == 1
+    assert codes[:2].tolist() == [1, 0]
+    with pytest.raises(ValueError, match="screen_contexts"):
+        core().screen_contexts(raw, np.eye(3), 0.5, 0.9, codes)

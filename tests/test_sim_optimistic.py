@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from cqb.sim.estimation import logistic
-from cqb.sim.instances import instance_from_spec
+from cqb.sim.instances import instance_from_spec, pool_instance
 from cqb.policies import make_policy
 from cqb.sim.rng import stream
 from cqb.sim.simulate import draw_trace, policy_env, run_policy
@@ -25,7 +25,16 @@ INSTANCES = [
     ({"kind": "synthetic", "n_servers": 3, "dim": 2, "arrival_rate": 0.6, "slack": 0.15}, 400, 1),
     ({"kind": "synthetic", "n_servers": 4, "dim": 3, "arrival_rate": 0.7, "slack": 0.1}, 500, 2),
     ({"kind": "synthetic", "n_servers": 2, "dim": 4, "arrival_rate": 0.5, "slack": 0.1}, 400, 3),
+    ("sparse", 400, 4),  # pool rows with 3 of 12 entries non-zero: the scores' sparse paths
 ]
+
+
+def sparse_pool(seed, dim=12, ones=3):
+    rng = np.random.default_rng(seed)
+    rows = np.zeros((60, dim))
+    for row in rows:
+        row[rng.choice(dim, size=ones, replace=False)] = rng.choice([-1.0, 1.0], size=ones) / np.sqrt(ones)
+    return pool_instance(rng.normal(size=(3, dim)), rows, 0.7)
 PARAMS = {
     "cqb_opt": {"bonus_scale": 0.3},
     "cqb_eps": {"tau": 120, "explore_prob": 0.3},
@@ -82,7 +91,7 @@ class IndexChecker:
 @pytest.mark.parametrize("spec,horizon,seed", INSTANCES)
 @pytest.mark.parametrize("name", CACHED_POLICIES)
 def test_cached_index_equals_fresh_index_every_round(name, spec, horizon, seed):
-    instance = instance_from_spec(spec, stream(seed, "instance"))
+    instance = sparse_pool(seed) if spec == "sparse" else instance_from_spec(spec, stream(seed, "instance"))
     trace = draw_trace(instance, horizon, seed)
     env = policy_env(instance, horizon)
     policy, _ = make_policy(name, env, trace.contexts, stream(seed, "policy"), PARAMS[name],

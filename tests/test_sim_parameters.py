@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 
 from cqb.sim import policies
-from cqb.sim.estimation import EstimatorConfig, LogisticEstimator, confidence_width, filippi_projection
+from cqb.sim.estimation import LogisticEstimator, check_estimator_params, filippi_projection
 from cqb.sim.instances import pool_instance
 from cqb.sim.policies import EpsilonParams, PolicyEnv, resolve_params
-from cqb.sim.policies.optimistic import OptimisticScorer
+from cqb.sim.policies import optimistic
 from cqb.sim.simulate import draw_trace, play, simulate
+from reference_math import confidence_width, estimator_params
 
 SLACK = PolicyEnv(n_servers=2, dim=2, horizon=10_000, arrival_rate=0.5, slack=0.1)
 NO_SLACK = PolicyEnv(n_servers=2, dim=2, horizon=10_000, arrival_rate=0.5, slack=None)
@@ -70,13 +71,29 @@ def test_a_non_integer_tau_given_to_the_dataclass_directly_is_refused():
         EpsilonParams(tau=12.5).resolve(SLACK)
 
 
-def test_estimator_config_carries_every_field():
-    from cqb.sim.estimation import EstimatorConfig
+def test_the_estimator_reads_every_field_by_name():
+    """The core takes the resolved dataclass itself: each field lands where
+    SPEC §2 puts it (a field read under another name would show here)."""
     from cqb.policies import EstimatorParams
 
     values = dict(reg=0.5, kappa=3.0, delta=0.02, norm_bound=2.0, projection="euclidean", design_reg="plain",
                   newton_tol=1e-5, newton_max_iter=7, refit_growth=0.4, refit_min_samples=3)
-    assert EstimatorParams(**values).estimator_config() == EstimatorConfig(**values)
+    params = EstimatorParams(**values)
+    est = LogisticEstimator(2, 3, 10, params)
+    assert est.params is params
+    assert est.ridge == 0.5 and est.norm_bounds.tolist() == [2.0, 2.0]  # plain: λ₀, not κλ₀
+    np.testing.assert_array_equal(est.design_inv[0], np.eye(3) / 0.5)
+    assert est.widths[0] == pytest.approx(confidence_width(params, 3, 2, 0), rel=1e-14)
+    assert LogisticEstimator(2, 3, 10, estimator_params(reg=0.5, kappa=3.0)).ridge == 1.5  # κλ₀
+    # refit schedule: every sample below 3, then n + ⌈0.4 n⌉
+    rng = np.random.default_rng(0)
+    refitted_at = []
+    for n in range(1, 11):
+        before = est.refits
+        est.update(0, rng.normal(size=3), float(n % 2))
+        if est.refits > before:
+            refitted_at.append(n)
+    assert refitted_at == [1, 2, 3, 5, 7, 10]
 
 
 def test_estimator_defaults_resolve_from_the_instance():
@@ -126,13 +143,14 @@ def _instance(scales=(0.5, 3.0, 1.5), dim=4, seed=0, n_pool=300):
 def _played_estimator(monkeypatch, policy, params, instance, horizon=500, seed=3):
     """Play the policy and return (its estimator, its resolved parameters)."""
     captured = {}
-    original = OptimisticScorer.__init__
+    original = optimistic.OptimisticScorer
 
-    def keep(self, env, contexts, resolved):
-        original(self, env, contexts, resolved)
-        captured["estimator"] = self.estimator
+    def keep(env, contexts, resolved):
+        scorer = original(env, contexts, resolved)
+        captured["estimator"] = scorer.estimator
+        return scorer
 
-    monkeypatch.setattr(OptimisticScorer, "__init__", keep)
+    monkeypatch.setattr(optimistic, "OptimisticScorer", keep)
     _, resolved = play(instance, draw_trace(instance, horizon, seed), policy, params, seed)
     return captured["estimator"], resolved
 
@@ -153,7 +171,7 @@ def test_each_servers_beta_uses_its_own_theta_norm(monkeypatch, policy):
 
 def test_initial_widths_are_per_server():
     bounds = (0.5, 3.0, 1.5)
-    config = EstimatorConfig(kappa=4.0, reg=0.5, delta=0.01, norm_bound=bounds)
+    config = estimator_params(kappa=4.0, reg=0.5, delta=0.01, norm_bound=bounds)
     est = LogisticEstimator(3, 2, 5, config)
     expected = [beta(4.0, 0.5, 2, 3, 0.01, bound, 0) for bound in bounds]
     np.testing.assert_allclose(est.widths, expected, rtol=1e-12)
@@ -172,7 +190,7 @@ def test_projection_radius_is_the_servers_own_bound(projection):
     X /= np.linalg.norm(X, axis=1, keepdims=True)
     y = (X @ np.array([6.0, 0, 0]) > 0).astype(float)
     bounds = (0.5, 2.0, 1e6)
-    est = LogisticEstimator(3, 3, 60, EstimatorConfig(norm_bound=bounds, projection=projection, reg=0.01))
+    est = LogisticEstimator(3, 3, 60, estimator_params(norm_bound=bounds, projection=projection, reg=0.01))
     for i in range(60):
         for k in range(3):
             est.update(k, X[i], y[i])
@@ -240,6 +258,6 @@ def test_per_server_needs_the_norms_and_one_per_server():
     with pytest.raises(ValueError, match="needs the instance's θ"):
         resolve_params("cqb_opt", {"norm_bound_kind": "per_server"}, env)
     with pytest.raises(ValueError, match="needs 3 values"):
-        LogisticEstimator(3, 2, 5, EstimatorConfig(norm_bound=(1.0, 2.0)))
+        LogisticEstimator(3, 2, 5, estimator_params(norm_bound=(1.0, 2.0)))
     with pytest.raises(ValueError, match="must be positive numbers"):
-        EstimatorConfig(norm_bound=(1.0, -2.0))
+        check_estimator_params(estimator_params(norm_bound=(1.0, -2.0)))

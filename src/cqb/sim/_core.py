@@ -45,6 +45,8 @@ HUGE = float("inf")
 PROJECTION_STEP_TOL = 1e-13
 NEWTON_STEP_TOL = 1e-7
 PROJECTION_MAX_ITER = 100
+# A trial point is accepted if f does not rise above its rounding, ~this × ‖V⁻¹r‖‖g(θ̂)‖.
+PROJECTION_NOISE = 1e-13
 
 
 # ---------------------------------------------------------------- small dense algebra
@@ -437,6 +439,7 @@ def filippi_solve(p: Projection, x: cython.double[::1], xo: cython.Py_ssize_t, n
     scale: cython.double
     alpha: cython.double
     newton: cython.bint
+    noise: cython.double
     # g(θ̂)
     for a in range(d):
         p.target[a] = reg * mle[mo + a]
@@ -507,17 +510,20 @@ def filippi_solve(p: Projection, x: cython.double[::1], xo: cython.Py_ssize_t, n
         if norm > bound:
             for a in range(d):
                 p.z[a] *= bound / norm
-        # halve the step θ → z until f decreases (the ball is convex: every point is inside)
+        # halve the step θ → z until f decreases (the ball is convex: every point is inside),
+        # up to f's rounding: r = g(θ) − g(θ̂) cancels terms of size ‖g(θ̂)‖, so f is known
+        # to about 2‖V⁻¹r‖‖g(θ̂)‖ε; near the minimiser a Newton step lowers f by less than that
+        noise = PROJECTION_NOISE * sqrt(dot(p.wres, 0, p.wres, 0, d) * dot(p.target, 0, p.target, 0, d))
         alpha = 1.0
         trial_value = HUGE
         for inner in range(40):
             for a in range(d):
                 p.trial[a] = theta[to + a] + alpha * (p.z[a] - theta[to + a])
             trial_value = filippi_value(p, x, xo, n, p.trial, 0, design_inv, vo, reg)
-            if trial_value <= value:
+            if trial_value <= value + noise:
                 break
             alpha *= 0.5
-        if not trial_value <= value:
+        if not trial_value <= value + noise:
             filippi_value(p, x, xo, n, theta, to, design_inv, vo, reg)  # the state of θ again
             return it
         step = 0.0
@@ -832,9 +838,11 @@ class Scorer:
     """μ(xᵀθ_k), the bonus c_β·β_k·‖x‖_{V_k⁻¹} and their sum (the UCB index) of
     queued jobs, cached by arrival id: a round recomputes only the stale
     servers' columns and the rows of new arrivals. The quadratic forms
-    q = xᵀV_k⁻¹x are cached too: after one Sherman–Morrison update
-    V_k⁻¹ −= u uᵀ since the column was scored, q −= (uᵀx)², O(d) per job
-    instead of O(d²); after several, q from V_k⁻¹ itself."""
+    q = xᵀV_k⁻¹x are cached per distinct context (identical contexts, frequent
+    in a pool, share one entry, so their scores stay exactly equal and an exact
+    tie goes to the earliest job) with the version of V_k⁻¹ they hold: one
+    Sherman–Morrison update V_k⁻¹ −= u uᵀ behind, q −= (uᵀx)², O(d) instead
+    of O(d²); further behind, q from V_k⁻¹ itself."""
 
     estimator = cython.declare(Estimator, visibility="readonly")
     contexts = cython.declare(object, visibility="readonly")  # (N, d)
@@ -849,9 +857,10 @@ class Scorer:
     _means: cython.double[::1]
     _bonuses: cython.double[::1]
     _ucb: cython.double[::1]
-    _quads: cython.double[::1]           # (N, K): xᵀV_k⁻¹x when the column was scored
+    _key: cython.Py_ssize_t[::1]           # (N,): each arrival's distinct context
+    _quads: cython.double[::1]             # (distinct contexts, K): xᵀV_k⁻¹x
+    _quad_version: cython.longlong[::1]    # the version of V_k⁻¹ it is for (−1: none)
     _stale: cython.uchar[::1]
-    _scored_version: cython.longlong[::1]  # (K,): V_k⁻¹'s version the column was scored at
     _index: cython.Py_ssize_t[::1]
 
     def __init__(self, estimator: Estimator, contexts, bonus_scale: cython.double):
@@ -872,20 +881,25 @@ class Scorer:
         self._bonuses = self.bonuses.reshape(-1)
         self._ucb = self.ucb.reshape(-1)
         self._stale = self.stale.view(np.uint8)
-        self._quads = np.zeros(self.n_contexts * K)
-        self._scored_version = np.zeros(K, dtype=np.int64)
+        _, key = np.unique(self.contexts, axis=0, return_inverse=True)
+        self._key = np.ascontiguousarray(key.reshape(-1), dtype=np.intp)
+        n_keys = int(key.max()) + 1 if self.n_contexts else 0
+        self._quads = np.zeros(n_keys * K)
+        self._quad_version = np.full(n_keys * K, -1, dtype=np.int64)
         self._index = np.zeros(estimator.dim, dtype=np.intp)
 
     @cython.cfunc
     @cython.exceptval(check=False)
-    def score(self, job: cython.Py_ssize_t, k: cython.Py_ssize_t, downdate: cython.bint) -> cython.void:
-        """Job's cell of column k; ``downdate``: its q from the cached one and
-        server k's last u, else from V_k⁻¹."""
+    def score(self, job: cython.Py_ssize_t, k: cython.Py_ssize_t) -> cython.void:
+        """Job's cell of column k, its q from the cache where it is current or
+        one update behind."""
         est: Estimator = self.estimator
         d: cython.Py_ssize_t = est.dim
         K: cython.Py_ssize_t = est.n_servers
         xo: cython.Py_ssize_t = job * d
         cell: cython.Py_ssize_t = job * K + k
+        entry: cython.Py_ssize_t = self._key[job] * K + k
+        version: cython.longlong = est._versions[k]
         p: cython.Py_ssize_t
         inner: cython.double
         linear: cython.double
@@ -898,17 +912,20 @@ class Scorer:
             linear = 0.0
             for p in range(m):
                 linear += self._c[xo + self._index[p]] * est._theta[k * d + self._index[p]]
-        if downdate:
+        if self._quad_version[entry] == version:
+            quad = self._quads[entry]
+        elif self._quad_version[entry] == version - 1 and version > 0:
             if dense:
                 inner = dot(self._c, xo, est._last_u, k * d, d)
             else:
                 inner = 0.0
                 for p in range(m):
                     inner += self._c[xo + self._index[p]] * est._last_u[k * d + self._index[p]]
-            quad = max(self._quads[cell] - inner * inner, 0.0)
+            quad = max(self._quads[entry] - inner * inner, 0.0)
         else:
             quad = quad_form(est._inv, k * 2 * d * d, self._c, xo, d, self._index, d if dense else m)
-        self._quads[cell] = quad
+        self._quads[entry] = quad
+        self._quad_version[entry] = version
         mean: cython.double = logistic(linear)
         bonus: cython.double = (self.bonus_scale * est._widths[k]) * sqrt(quad)
         self._means[cell] = mean
@@ -948,18 +965,14 @@ class Scorer:
                 else:
                     hi = mid
             n_old = lo
-        est: Estimator = self.estimator
-        downdate: cython.bint
         for k in range(K):
             if self._stale[k]:
-                downdate = est._versions[k] == self._scored_version[k] + 1
                 for i in range(n_old):
-                    self.score(queue[i], k, downdate)
+                    self.score(queue[i], k)
                 self._stale[k] = 0
-            self._scored_version[k] = est._versions[k]
         for job in range(self.scored_until, newest):
             for k in range(K):
-                self.score(job, k, False)
+                self.score(job, k)
         if newest > self.scored_until:
             self.scored_until = newest
 
