@@ -26,6 +26,12 @@ include: "workflow/rules/common.smk"
 # win, key by key.
 PLAN = load_config()
 
+
+# The run server and the scheduler's timer patch, behind config `execution`;
+# off where this workflow is a module, unless its config turns them on.
+include: "workflow/rules/execution.smk"
+
+
 RESULTS = config["results_dir"]
 FIGURES = config["figures_dir"]
 LOGS = f"{RESULTS}/logs"

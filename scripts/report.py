@@ -16,7 +16,8 @@ def main(smk):
     provenance = provenance_line(json.loads(Path(smk.input.provenance).read_text()))
     calibration = (pd.read_csv(smk.input.calibration, sep="\t", keep_default_na=False)
                    if smk.input.get("calibration") else None)
-    page = report_html(Path(smk.output[0]).parent, claims, powered, provenance, Path(smk.params.captions),
+    captions = Path(smk.input.captions[0]).parent if smk.input.captions else Path(smk.output[0]).parent
+    page = report_html(Path(smk.output[0]).parent, claims, powered, provenance, captions,
                        calibration)
     atomic_write_text(smk.output[0], page)
     with open(smk.log[0], "w") as log:

@@ -20,8 +20,8 @@ rule download_mnist:
     params:
         # archives sit at <root>/MNIST/raw/<name>
         root=lambda wildcards, output: str(Path(output.archives[0]).parents[2]),
-        files=data_files("mnist"),
-        mirror=data_mirror(),
+        dataset="mnist",
+        sha256=data_checksums("mnist"),
     log:
         "logs/data/download_mnist.log",
     benchmark:
@@ -40,8 +40,8 @@ rule download_dataset_file:
     output:
         f"{DATA_RAW}/{{dataset}}/{{file}}",
     params:
-        files=lambda wildcards: [data_file_entry(wildcards.dataset, wildcards.file)],
-        mirror=data_mirror(),
+        dataset=lambda wildcards: wildcards.dataset,
+        sha256=lambda wildcards: data_checksums(wildcards.dataset, [wildcards.file]),
     wildcard_constraints:
         dataset=data_alternatives(DATA_TABULAR),
         file=data_alternatives(DATA_TABULAR_FILES),

@@ -3,7 +3,7 @@
 # so `snakemake --cores 2 fig3` builds just that figure.
 
 for figure_name in config["figures"]:
-    has_caption = Path(workflow.basedir, "workflow/report", f"{figure_name}.rst").exists()
+    has_caption = Path(WORKFLOW_ROOT, "workflow/report", f"{figure_name}.rst").exists()
 
     rule:
         name:

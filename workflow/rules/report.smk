@@ -3,6 +3,15 @@
 # `cqb publish` copies it, with the PNGs, to docs/results/.
 
 
+
+def report_captions():
+    """The captions of the page's figures, as inputs (an edited caption redraws
+    the page), relative to the working directory: where the clone lives is no
+    rerun trigger."""
+    captions = [Path(WORKFLOW_ROOT, "workflow/report", Path(png).stem + ".rst") for png in report_figures()]
+    return [os.path.relpath(caption) for caption in captions if caption.exists()]
+
+
 rule report_html:
     localrule: True
     input:
@@ -12,10 +21,9 @@ rule report_html:
         calibration=f"{FIGURES}/calibration.tsv" if POWERED else [],
         calibration_png=f"{FIGURES}/calibration.png" if POWERED else [],
         figures=report_figures(),
+        captions=report_captions(),
     output:
         f"{FIGURES}/report.html",
-    params:
-        captions=str(Path(workflow.basedir, "workflow/report")),
     log:
         f"{LOGS}/report/report_html.log",
     benchmark:
