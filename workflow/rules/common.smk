@@ -116,3 +116,11 @@ def report_figures():
              if name in config["figures"] or (name == "fig5" and PLAN.rates_experiment)
              or (name == "tuning" and TUNING_EXPERIMENTS) or name == "fig7"]
     return [f"{FIGURES}/{name}.png" for name in names]
+
+
+def report_captions():
+    """The captions of the page's figures, as inputs (an edited caption redraws
+    the page), relative to the working directory: where the clone lives is no
+    rerun trigger."""
+    captions = [Path(WORKFLOW_ROOT, "workflow/report", f"{Path(png).stem}.rst") for png in report_figures()]
+    return [os.path.relpath(caption) for caption in captions if caption.exists()]

@@ -4,14 +4,6 @@
 
 
 
-def report_captions():
-    """The captions of the page's figures, as inputs (an edited caption redraws
-    the page), relative to the working directory: where the clone lives is no
-    rerun trigger."""
-    captions = [Path(WORKFLOW_ROOT, "workflow/report", Path(png).stem + ".rst") for png in report_figures()]
-    return [os.path.relpath(caption) for caption in captions if caption.exists()]
-
-
 rule report_html:
     localrule: True
     input:
