@@ -112,9 +112,14 @@ def report_figures():
     """The PNGs of the report's sections that this config draws (cqb.pipeline.report)."""
     from cqb.pipeline.report import SECTIONS
 
-    names = [name for name, _ in SECTIONS
-             if name in config["figures"] or (name == "fig5" and PLAN.rates_experiment)
-             or (name == "tuning" and TUNING_EXPERIMENTS) or name == "fig7"]
+    names = [
+        name
+        for name, _ in SECTIONS
+        if name in config["figures"]
+        or (name == "fig5" and PLAN.rates_experiment)
+        or (name == "tuning" and TUNING_EXPERIMENTS)
+        or name == "fig7"
+    ]
     return [f"{FIGURES}/{name}.png" for name in names]
 
 

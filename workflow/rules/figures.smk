@@ -8,8 +8,6 @@ for figure_name in config["figures"]:
     rule:
         name:
             figure_name
-        localrule: True
-        priority: 10
         input:
             tables=[AGGREGATE_FILE.format(experiment=e) for e in PLAN.figures[figure_name].experiments],
             curves=[CURVES_TABLE.format(experiment=e) for e in PLAN.figures[figure_name].experiments],
@@ -23,15 +21,17 @@ for figure_name in config["figures"]:
             ),
             # the data table stays out of the report (megabytes per figure)
             tsv=f"{FIGURES}/{figure_name}.tsv",
-        params:
-            # a FigureSpec (cqb.pipeline.experiments): drawn from the tables only
-            spec=PLAN.figures[figure_name],
-            float_format=config["aggregate"]["float_format"],
         log:
             f"{LOGS}/figures/{figure_name}.log",
         benchmark:
             f"{BENCHMARKS}/figures/{figure_name}.tsv"
+        priority: 10
+        localrule: True
         conda:
             "../envs/analysis.yaml"
+        params:
+            # a FigureSpec (cqb.pipeline.experiments): drawn from the tables only
+            spec=PLAN.figures[figure_name],
+            float_format=config["aggregate"]["float_format"],
         script:
             "../../scripts/plot_figure.py"

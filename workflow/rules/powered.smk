@@ -15,15 +15,21 @@ STAGE2 = config["tuning"]["stage2"]
 STAGE2_SEEDS = tuple(range(STAGE2["first_seed"], STAGE2["first_seed"] + STAGE2["seeds"]))
 CONTENDERS = f"{RESULTS}/tuning/contenders.tsv"
 
+
 include: "powered_common.smk"
 
 
 # every use of seeds has its own
-or_config_error(check_seed_uses, {"evaluation": evaluation_seeds(PLAN, TUNING_EXPERIMENTS),
-                                  "tuning (stage 1)": {s for e in TUNING_EXPERIMENTS for c in PLAN.curves[e] for s in c.seeds},
-                                  "tuning (stage 2)": set(STAGE2_SEEDS),
-                                  "the powered claims": powered_seeds(POWERED),
-                                  "retired powered seeds (seen)": retired_seeds(config)})
+or_config_error(
+    check_seed_uses,
+    {
+        "evaluation": evaluation_seeds(PLAN, TUNING_EXPERIMENTS),
+        "tuning (stage 1)": {s for e in TUNING_EXPERIMENTS for c in PLAN.curves[e] for s in c.seeds},
+        "tuning (stage 2)": set(STAGE2_SEEDS),
+        "the powered claims": powered_seeds(POWERED),
+        "retired powered seeds (seen)": retired_seeds(config),
+    },
+)
 
 
 wildcard_constraints:
@@ -32,34 +38,34 @@ wildcard_constraints:
 
 
 checkpoint powered_look:
-    localrule: True
-    priority: 20
     input:
         unpack(powered_look_inputs),
     output:
         state=POWERED_LOOK,
+    log:
+        f"{LOGS}/powered/{{claim}}/look{{look}}.log",
+    priority: 20
+    localrule: True
+    conda:
+        "../envs/analysis.yaml"
     params:
         claim=lambda wildcards: POWERED[wildcards.claim],
         curves=lambda wildcards: PLAN.curves[POWERED[wildcards.claim].spec.experiment],
         run_file=lambda wildcards: RUN_FILE,
         summaries=config["summaries"],
-    log:
-        f"{LOGS}/powered/{{claim}}/look{{look}}.log",
-    conda:
-        "../envs/analysis.yaml"
     script:
         "../../scripts/powered_look.py"
 
 
 rule powered_final:
-    localrule: True
-    priority: 10
     input:
         powered_last_look,
     output:
         f"{RESULTS}/powered/{{claim}}/final.json",
     log:
         f"{LOGS}/powered/{{claim}}/final.log",
+    priority: 10
+    localrule: True
     conda:
         "../envs/analysis.yaml"
     shell:
@@ -68,20 +74,20 @@ rule powered_final:
 
 
 rule powered_claims:
-    localrule: True
-    priority: 10
     input:
         [f"{RESULTS}/powered/{name}/final.json" for name in POWERED],
     output:
         table=POWERED_TABLE,
         readings=POWERED_READINGS,
+    log:
+        f"{LOGS}/powered/claims.log",
+    priority: 10
+    localrule: True
+    conda:
+        "../envs/analysis.yaml"
     params:
         claims=list(POWERED),
         specs=POWERED,
         float_format=config["aggregate"]["float_format"],
-    log:
-        f"{LOGS}/powered/claims.log",
-    conda:
-        "../envs/analysis.yaml"
     script:
         "../../scripts/powered_claims.py"

@@ -3,9 +3,7 @@
 # `cqb publish` copies it, with the PNGs, to docs/results/.
 
 
-
 rule report_html:
-    localrule: True
     input:
         claims=f"{FIGURES}/claims.tsv",
         provenance=f"{FIGURES}/provenance.json",
@@ -20,6 +18,7 @@ rule report_html:
         f"{LOGS}/report/report_html.log",
     benchmark:
         f"{BENCHMARKS}/report/report_html.tsv"
+    localrule: True
     conda:
         "../envs/analysis.yaml"
     script:

@@ -38,6 +38,14 @@ rule simulate:
         unpack(simulate_inputs),
     output:
         RUN_FILE,
+    log:
+        f"{LOGS}/simulate/{{instance_id}}/T{{horizon}}/{{policy}}/seed{{seed}}.log",
+    conda:
+        "../envs/simulate.yaml"
+    threads: 1
+    resources:
+        runtime=10,
+        mem_mb=1000,
     params:
         instance=instance_json,
         policy=lambda wildcards: run_of(wildcards).policy,
@@ -45,16 +53,8 @@ rule simulate:
         trace=trace_file,
         # editing the simulation code reruns the simulations
         code_hash=CODE_HASH,
-    log:
-        f"{LOGS}/simulate/{{instance_id}}/T{{horizon}}/{{policy}}/seed{{seed}}.log",
-    threads: 1
-    resources:
-        runtime=10,
-        mem_mb=1000,
-    conda:
-        "../envs/simulate.yaml"
     shell:
         'cqb_job() {{ if [ -x "${{CQB_RUN_CLIENT:-}}" ]; then "$CQB_RUN_CLIENT" "$@"; else cqb "$@"; fi; }}; '
-        'cqb_job run --instance-spec {params.instance:q} --policy {params.policy}'
+        "cqb_job run --instance-spec {params.instance:q} --policy {params.policy}"
         " --params {params.policy_params:q} --horizon {wildcards.horizon} --seed {wildcards.seed}"
         " --trace-cache {params.trace:q} --code-hash {params.code_hash} --out {output:q} 2> {log:q}"

@@ -6,8 +6,9 @@ from cqb.pipeline.verdicts import registry_hash
 CLAIM_SPECS = claim_specs(config, PLAN)
 TUNING_EXPERIMENTS, TUNED_CONFIGURED = tuning_setup(config, PLAN)
 # the results summary covers every experiment a figure or a claim reports
-SUMMARY_EXPERIMENTS = list(dict.fromkeys(
-    [e for spec in PLAN.figures.values() for e in spec.experiments] + claim_experiments(CLAIM_SPECS)))
+SUMMARY_EXPERIMENTS = list(
+    dict.fromkeys([e for spec in PLAN.figures.values() for e in spec.experiments] + claim_experiments(CLAIM_SPECS))
+)
 
 
 include: "powered.smk"
@@ -17,20 +18,20 @@ if TUNING_EXPERIMENTS and STAGE2_SEEDS:
 
     # the powered tuning's first stage: which grid values go on to stage 2
     checkpoint tuning_contenders:
-        localrule: True
-        priority: 20
         input:
             runs=[RUNS_TABLE.format(experiment=e) for e in TUNING_EXPERIMENTS],
         output:
             contenders=CONTENDERS,
+        log:
+            f"{LOGS}/verdicts/tuning_contenders.log",
+        priority: 20
+        localrule: True
+        conda:
+            "../envs/analysis.yaml"
         params:
             contenders=STAGE2["contenders"],
             stall_bound=STAGE2["stall_bound"],
             float_format=config["aggregate"]["float_format"],
-        log:
-            f"{LOGS}/verdicts/tuning_contenders.log",
-        conda:
-            "../envs/analysis.yaml"
         script:
             "../../scripts/tuning_contenders.py"
 
@@ -38,8 +39,6 @@ if TUNING_EXPERIMENTS and STAGE2_SEEDS:
 if TUNING_EXPERIMENTS:
 
     rule tuning:
-        localrule: True
-        priority: 10
         input:
             runs=[RUNS_TABLE.format(experiment=e) for e in TUNING_EXPERIMENTS],
             contenders=CONTENDERS if STAGE2_SEEDS else [],
@@ -50,6 +49,12 @@ if TUNING_EXPERIMENTS:
             stage2=f"{FIGURES}/tuning_stage2.tsv",
             pdf=f"{FIGURES}/tuning.pdf",
             png=report(f"{FIGURES}/tuning.png", caption="../report/tuning.rst", category="Verdicts"),
+        log:
+            f"{LOGS}/verdicts/tuning.log",
+        priority: 10
+        localrule: True
+        conda:
+            "../envs/analysis.yaml"
         params:
             configured=TUNED_CONFIGURED,
             enforce=config["tuning"]["enforce"],
@@ -58,10 +63,6 @@ if TUNING_EXPERIMENTS:
             float_format=config["aggregate"]["float_format"],
             stall_bound=STAGE2["stall_bound"],
             summaries=config["summaries"],
-        log:
-            f"{LOGS}/verdicts/tuning.log",
-        conda:
-            "../envs/analysis.yaml"
         script:
             "../../scripts/tuning.py"
 
@@ -72,8 +73,6 @@ POOL_FILES = sorted({run.instance["pool"] for run in PLAN.runs.values() if run.i
 
 
 rule claims:
-    localrule: True
-    priority: 10
     input:
         runs=[RUNS_TABLE.format(experiment=e) for e in claim_experiments(CLAIM_SPECS)],
         curves=[CURVES_TABLE.format(experiment=e) for e in SUMMARY_EXPERIMENTS],
@@ -88,6 +87,12 @@ rule claims:
         md=report(f"{FIGURES}/claims.md", caption="../report/claims.rst", category="Verdicts"),
         results=f"{FIGURES}/results.md",
         provenance=f"{FIGURES}/provenance.json",
+    log:
+        f"{LOGS}/verdicts/claims.log",
+    priority: 10
+    localrule: True
+    conda:
+        "../envs/analysis.yaml"
     params:
         specs=CLAIM_SPECS,
         run_experiments=claim_experiments(CLAIM_SPECS),
@@ -99,31 +104,34 @@ rule claims:
         float_format=config["aggregate"]["float_format"],
         margins=config["claim_margins"],
         registry_hash=registry_hash(config),
-    log:
-        f"{LOGS}/verdicts/claims.log",
-    conda:
-        "../envs/analysis.yaml"
     script:
         "../../scripts/claims.py"
 
 
 CALIBRATION = config.get("calibration") or {}
 CALIBRATION_SHAPE = CALIBRATION.get("shape_experiment", "stall_check")
-CALIBRATION_EXPERIMENTS = list(dict.fromkeys(
-    [claim.spec.experiment for claim in POWERED.values()]
-    + ([CALIBRATION_SHAPE] if CALIBRATION_SHAPE in PLAN.curves else [])))
+CALIBRATION_EXPERIMENTS = list(
+    dict.fromkeys(
+        [claim.spec.experiment for claim in POWERED.values()]
+        + ([CALIBRATION_SHAPE] if CALIBRATION_SHAPE in PLAN.curves else [])
+    )
+)
 
 
 # The calibration study (cqb.analysis.calibration, docs/verdicts.md "Error
 # rates, simulated"): the powered reading's procedure on resampled run tables.
 rule calibration:
-    localrule: True
     input:
         runs=[RUNS_TABLE.format(experiment=e) for e in CALIBRATION_EXPERIMENTS],
     output:
         tsv=f"{FIGURES}/calibration.tsv",
         pdf=f"{FIGURES}/calibration.pdf",
         png=f"{FIGURES}/calibration.png",
+    log:
+        f"{LOGS}/verdicts/calibration.log",
+    localrule: True
+    conda:
+        "../envs/analysis.yaml"
     params:
         claims=POWERED,
         experiments=CALIBRATION_EXPERIMENTS,
@@ -132,9 +140,5 @@ rule calibration:
         seed=CALIBRATION.get("seed", 7),
         alpha=(config.get("powered") or {}).get("alpha", 0.05),
         float_format=config["aggregate"]["float_format"],
-    log:
-        f"{LOGS}/verdicts/calibration.log",
-    conda:
-        "../envs/analysis.yaml"
     script:
         "../../scripts/calibration.py"
