@@ -9,7 +9,7 @@
 
 from snakemake.utils import min_version
 
-min_version("9.0")
+min_version("9.10")
 
 
 configfile: "config/config.yaml"

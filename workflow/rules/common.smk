@@ -2,6 +2,7 @@
 # curves, figure specs) is the package's: cqb.pipeline.experiments, tested without
 # Snakemake in tests/test_pipeline_experiments.py.
 
+import inspect
 import json
 import os
 import re
@@ -22,7 +23,7 @@ except ImportError as error:  # the package must be installed: pip install -e .
 
 # This workflow's own folder (the repository root): `workflow.basedir` is the
 # main Snakefile's, which is another workflow's when this one is a module.
-WORKFLOW_ROOT = Path(workflow.current_basedir.get_path_or_uri(secret_free=False), "../..").resolve()
+WORKFLOW_ROOT = Path(inspect.currentframe().f_code.co_filename).resolve().parents[2]
 # Included by another workflow (`module ... snakefile:`) rather than run itself.
 IS_MODULE = Path(workflow.main_snakefile).resolve() != WORKFLOW_ROOT / "Snakefile"
 
