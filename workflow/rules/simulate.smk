@@ -6,8 +6,8 @@
 # the results, `--trace-cache FILE` (cqb.sim.simulate.cached_trace): the
 # first job of the seed that finds no valid file draws the trace, writes it
 # atomically and plays on it; the others read it; a file of other simulation
-# code, or of another spec, horizon or seed, is drawn again and replaced; a
-# corrupt one fails the job with one line naming it. Drawn, read or given
+# code, or of another spec, horizon or seed, or a corrupt or truncated one, is
+# drawn again and replaced, with one warning line in the job's log. Drawn, read or given
 # with --trace, the run file is the same (tests/test_sim_trace.py). The trace
 # files are not Snakemake outputs: no DAG edge, so a rerun of one policy
 # never reruns the other policies of its seed, and deleting the folder only
