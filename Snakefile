@@ -15,6 +15,10 @@ min_version("9.10")
 configfile: "config/config.yaml"
 
 
+# Snakemake's own report, `snakemake --report report.html` (docs/pipeline.md)
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 
 

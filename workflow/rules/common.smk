@@ -130,3 +130,24 @@ def report_captions():
     rerun trigger."""
     captions = [Path(WORKFLOW_ROOT, "workflow/report", f"{Path(png).stem}.rst") for png in report_figures()]
     return [os.path.relpath(caption) for caption in captions if caption.exists()]
+
+
+# Snakemake's own report (`snakemake --report report.html`) files each output
+# under the heading the project's report (cqb.pipeline.report) gives it.
+PAPER_FIGURES, BEYOND_THE_PAPER, VERDICTS = "The paper's figures", "Beyond the paper", "Verdicts"
+
+
+def report_section(name):
+    """report() keywords: category and subcategory of a figure or table."""
+    from cqb.pipeline.report import SECTIONS
+
+    titles = dict(SECTIONS) | {"claims": "Claims", "calibration": "Error rates of the powered reading, simulated"}
+    title = titles.get(name)
+    if title is None:  # a figure the project's report does not show (fig2_median, fig4_assumptions)
+        return {"category": BEYOND_THE_PAPER, "subcategory": name}
+    if title.startswith("Beyond the paper — "):
+        return {"category": BEYOND_THE_PAPER, "subcategory": title.removeprefix("Beyond the paper — ")}
+    return {
+        "category": VERDICTS if name in ("tuning", "claims", "calibration") else PAPER_FIGURES,
+        "subcategory": title,
+    }

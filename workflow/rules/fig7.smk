@@ -15,7 +15,9 @@ rule fig7:
         reports=sorted({cell.report for cell in FIG7_CELLS}),
     output:
         pdf=f"{FIGURES}/fig7.pdf",
-        png=report(f"{FIGURES}/fig7.png", caption="../report/fig7.rst", category="Figures", labels={"figure": "fig7"}),
+        png=report(
+            f"{FIGURES}/fig7.png", caption="../report/fig7.rst", **report_section("fig7"), labels={"figure": "fig7"}
+        ),
         tsv=f"{FIGURES}/fig7.tsv",
         md=f"{FIGURES}/fig7.md",
     log:

@@ -16,7 +16,7 @@ for figure_name in config["figures"]:
             png=report(
                 f"{FIGURES}/{figure_name}.png",
                 caption=f"../report/{figure_name}.rst" if has_caption else "../report/figure.rst",
-                category="Figures",
+                **report_section(figure_name),
                 labels={"figure": figure_name},
             ),
             # the data table stays out of the report (megabytes per figure)

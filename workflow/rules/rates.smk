@@ -42,7 +42,9 @@ rule fig5:
         slopes=SLOPES_TABLE,
     output:
         pdf=f"{FIGURES}/fig5.pdf",
-        png=report(f"{FIGURES}/fig5.png", caption="../report/fig5.rst", category="Figures", labels={"figure": "fig5"}),
+        png=report(
+            f"{FIGURES}/fig5.png", caption="../report/fig5.rst", **report_section("fig5"), labels={"figure": "fig5"}
+        ),
         tsv=f"{FIGURES}/fig5.tsv",
         slopes=f"{FIGURES}/fig5_slopes.tsv",
         text=f"{FIGURES}/fig5_summary.md",

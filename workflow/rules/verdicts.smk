@@ -48,7 +48,7 @@ if TUNING_EXPERIMENTS:
             choices=f"{RESULTS}/tuning/choices.tsv",
             stage2=f"{FIGURES}/tuning_stage2.tsv",
             pdf=f"{FIGURES}/tuning.pdf",
-            png=report(f"{FIGURES}/tuning.png", caption="../report/tuning.rst", category="Verdicts"),
+            png=report(f"{FIGURES}/tuning.png", caption="../report/tuning.rst", **report_section("tuning")),
         log:
             f"{LOGS}/verdicts/tuning.log",
         priority: 10
@@ -83,8 +83,10 @@ rule claims:
     output:
         tsv=f"{FIGURES}/claims.tsv",
         readings_tsv=f"{FIGURES}/claims_readings.tsv",
-        readings_md=f"{FIGURES}/claims_readings.md",
-        md=report(f"{FIGURES}/claims.md", caption="../report/claims.rst", category="Verdicts"),
+        readings_md=report(
+            f"{FIGURES}/claims_readings.md", caption="../report/claims_readings.rst", **report_section("claims")
+        ),
+        md=report(f"{FIGURES}/claims.md", caption="../report/claims.rst", **report_section("claims")),
         results=f"{FIGURES}/results.md",
         provenance=f"{FIGURES}/provenance.json",
     log:
@@ -126,7 +128,7 @@ rule calibration:
     output:
         tsv=f"{FIGURES}/calibration.tsv",
         pdf=f"{FIGURES}/calibration.pdf",
-        png=f"{FIGURES}/calibration.png",
+        png=report(f"{FIGURES}/calibration.png", caption="../report/calibration.rst", **report_section("calibration")),
     log:
         f"{LOGS}/verdicts/calibration.log",
     localrule: True
