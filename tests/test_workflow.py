@@ -70,6 +70,19 @@ def test_a_plain_snakemake_uses_the_projects_profile(workflow_copy):
     assert "Using workflow specific profile" not in plain.stderr and "run --instance-spec" not in plain.stdout
 
 
+def test_the_profiles_progress_display_is_short_and_the_commands_go_to_the_log(workflow_copy):
+    # a real run through profiles/default, its output piped: the display's
+    # fixed lines only, while Snakemake's log keeps every job's command
+    process = snakemake(workflow_copy, "fig2", *SMOKE)
+    output = process.stdout + process.stderr
+    assert "Workflow Finished" in output and "run --instance-spec" not in output, output[-3000:]
+    assert len(output.encode()) < 3000, len(output.encode())  # each job's command alone is ~1.75 KB
+    (log,) = (workflow_copy / ".snakemake" / "log").glob("*.snakemake.log")
+    commands = [line for line in log.read_text().splitlines()
+                if line.startswith("Shell command:") and " run --instance-spec " in line]
+    assert len(commands) == FIG2_SMOKE_RUNS
+
+
 def test_dry_run_of_full_config_builds_every_figure(tmp_path):
     workdir = copy_workflow(tmp_path / "repo")
     process = snakemake(workdir, "-n", "all", "--config", f"data={{mirror: {DATASETS_MIRROR}}}")
