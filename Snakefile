@@ -9,10 +9,14 @@
 
 from snakemake.utils import min_version
 
-min_version("9.0")
+min_version("9.10")
 
 
 configfile: "config/config.yaml"
+
+
+# Snakemake's own report, `snakemake --report report.html` (docs/pipeline.md)
+report: "workflow/report/workflow.rst"
 
 
 include: "workflow/rules/common.smk"
@@ -25,6 +29,12 @@ include: "workflow/rules/common.smk"
 # second `configfile:` so that values given with --configfile/--config still
 # win, key by key.
 PLAN = load_config()
+
+
+# The run server and the scheduler's timer patch, behind config `execution`;
+# off where this workflow is a module, unless its config turns them on.
+include: "workflow/rules/execution.smk"
+
 
 RESULTS = config["results_dir"]
 FIGURES = config["figures_dir"]

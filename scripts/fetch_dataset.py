@@ -1,7 +1,8 @@
 """Snakemake script: fetch dataset files (mirror copy or download), SHA-256 checked.
 
-params.files: config entries (name, url, sha256, mirror), in the order of output.
-params.mirror: mirror folder ("" for none); used only when it exists.
+params.dataset, params.sha256 (name: SHA-256, in the order of output): what
+to fetch; where from (the entry's url, data.mirror, used when the folder
+exists) is read from the config, so that it is no rerun trigger.
 A failed fetch ends in one line naming the file (no traceback) and leaves nothing behind.
 """
 
@@ -9,12 +10,12 @@ import logging
 import sys
 import time
 
-from cqb.data import FetchError, fetch_file, mirror_file_path
+from cqb.data import FetchError, fetch_file, file_sources, mirror_file_path
 
 logging.basicConfig(filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s")
 started = time.perf_counter()
-mirror = snakemake.params.mirror or None
-for entry, dest in zip(snakemake.params.files, snakemake.output, strict=True):
+files, mirror = file_sources(snakemake.config["data"], snakemake.params.dataset, snakemake.params.sha256)
+for entry, dest in zip(files, snakemake.output, strict=True):
     source = mirror_file_path(mirror, entry.get("mirror", entry["name"]))
     from_mirror = source is not None and source.is_file()
     logging.info("fetch %s from %s", dest, source if from_mirror else entry["url"])

@@ -1,7 +1,7 @@
 """Snakemake script: place the MNIST archives for torchvision, which checks their MD5s and extracts them.
 
 params.root: the torchvision root (archives land in <root>/MNIST/raw/).
-params.files, params.mirror: as in fetch_dataset.py.
+params.dataset, params.sha256: as in fetch_dataset.py.
 """
 
 import logging
@@ -9,14 +9,14 @@ import sys
 import time
 from pathlib import Path
 
-from cqb.data import FetchError, fetch_mnist, mirror_file_path
+from cqb.data import FetchError, fetch_mnist, file_sources, mirror_file_path
 
 logging.basicConfig(filename=snakemake.log[0], level=logging.INFO, format="%(asctime)s %(message)s")
 started = time.perf_counter()
-mirror = snakemake.params.mirror or None
+files, mirror = file_sources(snakemake.config["data"], snakemake.params.dataset, snakemake.params.sha256)
 logging.info("mirror: %s", mirror_file_path(mirror, "") or "none (download)")
 try:
-    train = fetch_mnist(snakemake.params.root, snakemake.params.files, mirror_dir=mirror)
+    train = fetch_mnist(snakemake.params.root, files, mirror_dir=mirror)
 except FetchError as error:
     logging.error("%s", error)
     sys.exit(f"fetch_mnist: {error}")

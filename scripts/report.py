@@ -18,7 +18,8 @@ def main(smk):
                    if smk.input.get("calibration") else None)
     multiverse = read_multiverse_marks(Path(smk.input.multiverse)) if smk.input.get("multiverse") else None
     per_policy = read_claims(Path(smk.input.per_policy)) if smk.input.get("per_policy") else None
-    page = report_html(Path(smk.output[0]).parent, claims, powered, provenance, Path(smk.params.captions),
+    captions = Path(smk.input.captions[0]).parent if smk.input.captions else Path(smk.output[0]).parent
+    page = report_html(Path(smk.output[0]).parent, claims, powered, provenance, captions,
                        calibration, multiverse=multiverse, per_policy=per_policy)
     atomic_write_text(smk.output[0], page)
     with open(smk.log[0], "w") as log:

@@ -103,8 +103,9 @@ def test_time_command_records_wall_time_load_and_exit_code(tmp_path):
     assert row["returncode"] == 0 and 0.2 <= row["wall_seconds"] <= elapsed + 0.05
     failed = time_command(["python3", "-c", "raise SystemExit(3)"], "a failure", table)
     assert failed["returncode"] == 3
-    text = timings_markdown(table)
+    text = timings_markdown(table, last=2)
     assert text.count("\n") == 3 and "a nap" in text and "(exit 3)" in text
+    assert "a nap" not in timings_markdown(table)  # the docs page shows the latest run only
 
 
 def test_time_records_the_cpu_of_the_command_and_its_children(tmp_path):

@@ -70,6 +70,19 @@ def test_a_plain_snakemake_uses_the_projects_profile(workflow_copy):
     assert "Using workflow specific profile" not in plain.stderr and "run --instance-spec" not in plain.stdout
 
 
+def test_the_profiles_progress_display_is_short_and_the_commands_go_to_the_log(workflow_copy):
+    # a real run through profiles/default, its output piped: the display's
+    # fixed lines only, while Snakemake's log keeps every job's command
+    process = snakemake(workflow_copy, "fig2", *SMOKE)
+    output = process.stdout + process.stderr
+    assert "Workflow Finished" in output and "run --instance-spec" not in output, output[-3000:]
+    assert len(output.encode()) < 3000, len(output.encode())  # each job's command alone is ~1.75 KB
+    (log,) = (workflow_copy / ".snakemake" / "log").glob("*.snakemake.log")
+    commands = [line for line in log.read_text().splitlines()
+                if line.startswith("Shell command:") and " run --instance-spec " in line]
+    assert len(commands) == FIG2_SMOKE_RUNS
+
+
 def test_dry_run_of_full_config_builds_every_figure(tmp_path):
     workdir = copy_workflow(tmp_path / "repo")
     process = snakemake(workdir, "-n", "all", "--config", f"data={{mirror: {DATASETS_MIRROR}}}")
@@ -306,6 +319,40 @@ def test_smoke_run_builds_fig4(smoke_run):
     for panel in (1, 2, 3):
         assert set(fig4[fig4["panel"] == panel]["policy"]) == ALL_POLICIES
     assert (fig4["queue_mean"] >= 0).all()
+
+
+@pytest.mark.skipif(not CAN_RUN_FIG4, reason="the claims need the real-data experiments (mirror, torchvision)")
+def test_snakemakes_own_report_describes_the_workflow_and_files_each_output_under_its_heading(smoke_run):
+    """`snakemake --report report.zip`: the workflow's description, every
+    figure and claims table flagged for the report with its caption, under
+    the headings of the project's own report (cqb.pipeline.report.SECTIONS)."""
+    import json
+    import re
+    import zipfile
+
+    from cqb.pipeline.report import SECTIONS
+
+    workdir, _ = smoke_run
+    snakemake(workdir, "--report", "report.zip", *smoke_args(*smoke_targets()))
+    with zipfile.ZipFile(workdir / "report.zip") as archive:
+        files = {Path(name).name for name in archive.namelist() if "/data/raw/" in name}
+        page = archive.read("report/report.html").decode()
+    titles = dict(SECTIONS)
+    paper, beyond, verdicts = "The paper's figures", "Beyond the paper", "Verdicts"
+    headings = {f"{name}.png": (paper, titles[name]) for name in ("fig2", "fig3", "fig4")}
+    headings |= {f"{name}.png": (beyond, titles[name].removeprefix("Beyond the paper — ")) for name in ("fig5", "fig6")}
+    headings |= {"tuning.png": (verdicts, titles["tuning"]), "claims.md": (verdicts, "Claims"),
+                 "claims_readings.md": (verdicts, "Claims"),
+                 "calibration.png": (verdicts, "Error rates of the powered reading, simulated")}
+    assert files == set(headings), files
+    for name, (category, subcategory) in headings.items():
+        block = re.search(re.escape(json.dumps(category)) + r": \{(.*?)\}", page)
+        assert block, category
+        listed = re.search(re.escape(json.dumps(subcategory)) + r": \[([^\]]*)\]", block.group(1))
+        assert listed and f'"{SMOKE_RESULTS}/figures/{name}"' in listed.group(1), (name, category, subcategory)
+    assert "Queue Length Regret Bounds for Contextual Queueing Bandits" in page  # workflow/report/workflow.rst
+    for caption in ("Figure 2 (synthetic, base instance).", "Every registered reading of every claim"):
+        assert caption in page, caption
 
 
 def test_second_run_has_nothing_to_do(smoke_run):

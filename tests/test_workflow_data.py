@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -49,6 +50,7 @@ def _run(tmp_path: Path, targets: list[str], *extra: str, config_lines: str = ""
 
 COUPON_RAW = "data/raw/coupon/in-vehicle-coupon-recommendation.csv"
 COUPON_ENTRY = 'config["data"]["datasets"]["coupon"]["files"][0]'
+MNIST_ARCHIVE = "data/raw/mnist/MNIST/raw/train-images-idx3-ubyte.gz"
 
 
 def _one_line_failure(result, tmp_path: Path, start: str) -> str:
@@ -107,3 +109,16 @@ def test_small_datasets_build_end_to_end(tmp_path):
     report = json.loads((work / "data/processed/coupon/report.json").read_text())
     assert report["preprocess"]["rows_kept"] == 12684
     assert report["instance"]["label_accuracy"] > report["instance"]["chance_majority"]
+
+
+def test_where_a_file_comes_from_is_no_rerun_trigger(tmp_path):
+    # fetched from the mirror; then without it, and from another URL: nothing to do
+    targets = [COUPON_RAW] + ([MNIST_ARCHIVE] if importlib.util.find_spec("torchvision") else [])
+    result = _run(tmp_path, targets)
+    assert result.returncode == 0, result.stdout + result.stderr
+    elsewhere = f'config["data"]["mirror"] = ""\n{COUPON_ENTRY}["url"] = "https://example.invalid/coupon.csv"\n'
+    dry = _run(tmp_path, targets, "-n", config_lines=elsewhere)
+    assert dry.returncode == 0 and "Nothing to be done" in dry.stdout + dry.stderr, dry.stdout[-3000:]
+    # while its content still is: another checksum fetches it again
+    other = f'{COUPON_ENTRY}["sha256"] = "{"0" * 64}"\n'
+    assert "download_dataset_file" in _run(tmp_path, [COUPON_RAW], "-n", config_lines=other).stdout

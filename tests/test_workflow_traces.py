@@ -70,3 +70,22 @@ def test_the_first_run_of_a_seed_draws_its_trace_and_the_others_read_it(workflow
     shutil.rmtree(workflow_copy / "results/smoke/traces")
     process = snakemake(workflow_copy, "-n", *pair, "--cores", "1", *SMOKE, *DATA)
     assert "Nothing to be done" in process.stdout + process.stderr, process.stdout[-3000:]
+
+
+def test_a_truncated_trace_cache_is_drawn_again_by_the_next_job(workflow_copy):
+    """A cache cut short (a full disk, a copy interrupted) costs a redraw and
+    one warning line in the job's log, not a failed job."""
+    runs = RUN.findall(_dry(workflow_copy, "fig2"))
+    path, instance, horizon, _, seed = runs[0]
+    snakemake(workflow_copy, path, "--cores", "1", *SMOKE, *DATA)
+    trace = workflow_copy / f"results/smoke/traces/{instance}/T{horizon}/seed{seed}.npz"
+    trace.write_bytes(trace.read_bytes()[:1000])
+    (workflow_copy / path).unlink()
+    snakemake(workflow_copy, path, "--cores", "1", *SMOKE, *DATA)
+    log = (workflow_copy / path.replace("/runs/", "/logs/simulate/").replace(".npz", ".log")).read_text()
+    warnings = [line for line in log.splitlines() if "trace cache" in line]
+    assert len(warnings) == 1 and "is corrupt or truncated" in warnings[0] and "drawing it again" in warnings[0], log
+    from cqb.sim.trace import load_trace
+
+    spec = __import__("json").loads(re.search(r"--instance-spec '([^']+)'", _dry(workflow_copy, path)).group(1))
+    load_trace(trace, spec, int(horizon), int(seed))  # whole again

@@ -5,28 +5,28 @@
 
 
 rule aggregate:
-    localrule: True
-    # the serial tail: as soon as its runs exist, ahead of the simulations still queued
-    priority: 10
-    wildcard_constraints:
-        # only experiments (not regret_rates.tsv and regret_slopes.tsv beside them)
-        experiment="|".join(re.escape(name) for name in config["experiments"]),
     input:
         experiment_run_files,
     output:
         table=AGGREGATE_FILE,
         runs=RUNS_TABLE,
         curves=CURVES_TABLE,
+    log:
+        f"{LOGS}/aggregate/{{experiment}}.log",
+    benchmark:
+        f"{BENCHMARKS}/aggregate/{{experiment}}.tsv"
+    wildcard_constraints:
+        # only experiments (not regret_rates.tsv and regret_slopes.tsv beside them)
+        experiment="|".join(re.escape(name) for name in config["experiments"]),
+    # the serial tail: as soon as its runs exist, ahead of the simulations still queued
+    priority: 10
+    localrule: True
+    conda:
+        "../envs/analysis.yaml"
     params:
         curves=lambda wildcards: curves_with_files(PLAN.curves[wildcards.experiment]),
         ddof=config["aggregate"]["ddof"],
         float_format=config["aggregate"]["float_format"],
         summaries=config["summaries"],
-    log:
-        f"{LOGS}/aggregate/{{experiment}}.log",
-    benchmark:
-        f"{BENCHMARKS}/aggregate/{{experiment}}.tsv"
-    conda:
-        "../envs/analysis.yaml"
     script:
         "../../scripts/aggregate.py"

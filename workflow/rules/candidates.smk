@@ -16,39 +16,44 @@ if CANDIDATE_BENCHMARK is not None:
     add_runs(PLAN.runs, CANDIDATE_BENCHMARK.runs)
 
     rule candidates:
-        localrule: True
         input:
             # the paper policies' per-run summaries (rule aggregate, from their existing run files)
             runs=[RUNS_TABLE.format(experiment=e) for e in CANDIDATE_BENCHMARK.experiments],
-            candidate_runs=list(dict.fromkeys(path for e in CANDIDATE_BENCHMARK.experiments
-                                              for path in CANDIDATE_BENCHMARK.run_files(e, RUN_FILE))),
+            candidate_runs=list(
+                dict.fromkeys(
+                    path
+                    for e in CANDIDATE_BENCHMARK.experiments
+                    for path in CANDIDATE_BENCHMARK.run_files(e, RUN_FILE)
+                )
+            ),
         output:
             tsv=f"{FIGURES}/candidates.tsv",
             claims=f"{FIGURES}/candidates_claims.tsv",
             md=f"{FIGURES}/candidates.md",
             pdf=f"{FIGURES}/candidates.pdf",
             png=f"{FIGURES}/candidates.png",
+        log:
+            f"{LOGS}/verdicts/candidates.log",
+        localrule: True
+        conda:
+            "../envs/analysis.yaml"
         params:
             benchmark=CANDIDATE_BENCHMARK,
             curves={e: curves_with_files(CANDIDATE_BENCHMARK.curves[e]) for e in CANDIDATE_BENCHMARK.experiments},
             summaries=config["summaries"],
             display_names=display_names(),
             float_format=config["aggregate"]["float_format"],
-        log:
-            f"{LOGS}/verdicts/candidates.log",
-        conda:
-            "../envs/analysis.yaml"
         script:
             "../../scripts/candidates.py"
 
 else:
 
     rule candidates:
-        localrule: True
         log:
             f"{LOGS}/verdicts/candidates.log",
+        localrule: True
         conda:
             "../envs/analysis.yaml"
         shell:
-            "echo \"cqb: no candidates to benchmark: name them, e.g."
+            'echo "cqb: no candidates to benchmark: name them, e.g.'
             " --config candidates='[my_policy]' (docs/extending.md)\" | tee {log:q} >&2; exit 1"

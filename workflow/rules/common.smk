@@ -2,7 +2,9 @@
 # curves, figure specs) is the package's: cqb.pipeline.experiments, tested without
 # Snakemake in tests/test_pipeline_experiments.py.
 
+import inspect
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -14,10 +16,16 @@ try:
     from cqb.sim.code_hash import simulation_code_hash
     from cqb.pipeline.config_schema import ConfigError, validate_config, validate_with_defaults, yaml_scalars
     from cqb.pipeline.experiments import build_plan
-    from cqb.pipeline.scheduling import coalesce_rescheduling
     from cqb.pipeline.verdicts import claim_experiments, claim_specs, tuning_setup
 except ImportError as error:  # the package must be installed: pip install -e .
     raise ImportError(f"the workflow needs the cqb package ({error}); run `pip install -e .`")
+
+
+# This workflow's own folder (the repository root): `workflow.basedir` is the
+# main Snakefile's, which is another workflow's when this one is a module.
+WORKFLOW_ROOT = Path(inspect.currentframe().f_code.co_filename).resolve().parents[2]
+# Included by another workflow (`module ... snakefile:`) rather than run itself.
+IS_MODULE = Path(workflow.main_snakefile).resolve() != WORKFLOW_ROOT / "Snakefile"
 
 
 def or_config_error(build, *args):
@@ -34,8 +42,12 @@ def load_config():
     expanded into the plan; a bad value stops the workflow with one line naming it."""
     # nested --config values arrive as text ('0.1'): read them as YAML scalars
     update_config(config, yaml_scalars(workflow.config_settings.config))
-    load_datasets_config(Path(workflow.basedir, "config/datasets.yaml"))
-    schemas = Path(workflow.basedir, "workflow/schemas")
+    load_datasets_config(WORKFLOW_ROOT / "config/datasets.yaml")
+    schemas = WORKFLOW_ROOT / "workflow/schemas"
+    if IS_MODULE:  # a module starts no run server and patches nothing unless its config asks
+        execution = config.setdefault("execution", {})
+        for switch in ("run_server", "coalesce_rescheduling"):
+            execution.setdefault(switch, False)
 
     def validated_plan():
         validate_config(config, yaml.safe_load((schemas / "config.schema.yaml").read_text()))
@@ -53,81 +65,6 @@ def load_datasets_config(path):
     datasets_config = yaml.safe_load(path.read_text()) or {}
     update_config(datasets_config, {k: config[k] for k in datasets_config if k in config})
     config.update(datasets_config)
-
-
-envvars:
-    "PATH",
-
-
-def put_cqb_on_path():
-    """The simulate jobs run the `cqb` command. Started as .venv/bin/snakemake
-    without activating the venv, PATH lacks it: put the directory of the
-    interpreter running Snakemake first (jobs inherit PATH; a conda env's
-    activation puts its own `cqb` before it)."""
-    import os
-    import shutil
-
-    bin_dir = str(Path(sys.executable).parent)
-    if Path(bin_dir, "cqb").exists() and shutil.which("cqb") != str(Path(bin_dir, "cqb")):
-        os.environ["PATH"] = os.pathsep.join([bin_dir, os.environ.get("PATH", "")])
-
-
-put_cqb_on_path()
-
-
-RUN_SERVER = None  # the started cqb.jobs.client.RunServer, if any
-
-
-def start_run_server():
-    """One preloaded server forks the simulate jobs (cqb.jobs.server,
-    docs/jobs.md): only for local execution in this environment; jobs that
-    find no server, or one that cannot take them, run in their own process.
-    With execution.run_client, jobs use the compiled client where the
-    package build made a current one."""
-    import os
-
-    from snakemake.settings.types import DeploymentMethod
-    from cqb.jobs.client import RUN_CLIENT_VARIABLE, RUN_FALLBACK_VARIABLE, RUN_SERVER_VARIABLE, start
-
-    global RUN_SERVER
-    for inherited in (RUN_SERVER_VARIABLE, RUN_CLIENT_VARIABLE, RUN_FALLBACK_VARIABLE):  # an outer run's
-        os.environ.pop(inherited, None)
-    isolated = {DeploymentMethod.CONDA, DeploymentMethod.APPTAINER}
-    if not config["execution"]["run_server"] or not workflow.local_exec:
-        return
-    if isolated & set(workflow.deployment_settings.deployment_method):
-        return
-    # simulate jobs have threads: 1; Snakemake sets their thread counts from it
-    RUN_SERVER = start(client=config["execution"]["run_client"], job_threads=1)
-    if RUN_SERVER is None:
-        print("cqb: the run server did not start; every job starts its own Python", file=sys.stderr)
-
-
-def stop_run_server():
-    """The normal end of the server (it lets runs in flight finish) and of its
-    folder; a server whose Snakemake is killed cleans up after itself."""
-    if RUN_SERVER is not None:
-        RUN_SERVER.stop()
-
-
-def coalesce_scheduler_timers():
-    """One pending re-evaluation timer instead of a chain per finished job (cqb.pipeline.scheduling)."""
-    if config["execution"]["coalesce_rescheduling"] and not coalesce_rescheduling():
-        print("cqb: this Snakemake's JobScheduler is not the one the timer patch was written for; "
-              "scheduling left as it is", file=sys.stderr)
-
-
-onstart:
-    start_run_server()
-    coalesce_scheduler_timers()
-
-
-onsuccess:
-    stop_run_server()
-
-
-onerror:
-    stop_run_server()
 
 
 CODE_HASH = simulation_code_hash()  # a param of simulate jobs, so editing the simulation code reruns them
@@ -176,7 +113,41 @@ def report_figures():
     """The PNGs of the report's sections that this config draws (cqb.pipeline.report)."""
     from cqb.pipeline.report import SECTIONS
 
-    names = [name for name, _ in SECTIONS
-             if name in config["figures"] or (name == "fig5" and PLAN.rates_experiment)
-             or (name == "tuning" and TUNING_EXPERIMENTS) or name == "fig7"]
+    names = [
+        name
+        for name, _ in SECTIONS
+        if name in config["figures"]
+        or (name == "fig5" and PLAN.rates_experiment)
+        or (name == "tuning" and TUNING_EXPERIMENTS)
+        or name == "fig7"
+    ]
     return [f"{FIGURES}/{name}.png" for name in names]
+
+
+def report_captions():
+    """The captions of the page's figures, as inputs (an edited caption redraws
+    the page), relative to the working directory: where the clone lives is no
+    rerun trigger."""
+    captions = [Path(WORKFLOW_ROOT, "workflow/report", f"{Path(png).stem}.rst") for png in report_figures()]
+    return [os.path.relpath(caption) for caption in captions if caption.exists()]
+
+
+# Snakemake's own report (`snakemake --report report.html`) files each output
+# under the heading the project's report (cqb.pipeline.report) gives it.
+PAPER_FIGURES, BEYOND_THE_PAPER, VERDICTS = "The paper's figures", "Beyond the paper", "Verdicts"
+
+
+def report_section(name):
+    """report() keywords: category and subcategory of a figure or table."""
+    from cqb.pipeline.report import SECTIONS
+
+    titles = dict(SECTIONS) | {"claims": "Claims", "calibration": "Error rates of the powered reading, simulated"}
+    title = titles.get(name)
+    if title is None:  # a figure the project's report does not show (fig2_median, fig4_assumptions)
+        return {"category": BEYOND_THE_PAPER, "subcategory": name}
+    if title.startswith("Beyond the paper — "):
+        return {"category": BEYOND_THE_PAPER, "subcategory": title.removeprefix("Beyond the paper — ")}
+    return {
+        "category": VERDICTS if name in ("tuning", "claims", "calibration") else PAPER_FIGURES,
+        "subcategory": title,
+    }

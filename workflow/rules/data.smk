@@ -6,32 +6,35 @@
 # verifies, extracts and reads its archives. No target rule here, so the including Snakefile's
 # first rule stays the default target. Paths are relative to the working directory (repo root).
 
+
 include: "data_common.smk"
 
 
 # Downloads need the network (or only the local mirror): never send them to a cluster node.
-localrules: download_mnist, download_dataset_file
+localrules:
+    download_mnist,
+    download_dataset_file,
 
 
 rule download_mnist:
     output:
         archives=DATA_MNIST_ARCHIVES,
         extracted=DATA_MNIST_EXTRACTED,
-    params:
-        # archives sit at <root>/MNIST/raw/<name>
-        root=lambda wildcards, output: str(Path(output.archives[0]).parents[2]),
-        files=data_files("mnist"),
-        mirror=data_mirror(),
     log:
         "logs/data/download_mnist.log",
     benchmark:
         "benchmarks/data/download_mnist.tsv"
+    conda:
+        "../envs/mnist.yaml"
     threads: 1
     resources:
         mem_mb=2000,
         runtime=30,
-    conda:
-        "../envs/mnist.yaml"
+    params:
+        # archives sit at <root>/MNIST/raw/<name>
+        root=lambda wildcards, output: str(Path(output.archives[0]).parents[2]),
+        dataset="mnist",
+        sha256=data_checksums("mnist"),
     script:
         "../../scripts/fetch_mnist.py"
 
@@ -39,22 +42,22 @@ rule download_mnist:
 rule download_dataset_file:
     output:
         f"{DATA_RAW}/{{dataset}}/{{file}}",
-    params:
-        files=lambda wildcards: [data_file_entry(wildcards.dataset, wildcards.file)],
-        mirror=data_mirror(),
-    wildcard_constraints:
-        dataset=data_alternatives(DATA_TABULAR),
-        file=data_alternatives(DATA_TABULAR_FILES),
     log:
         "logs/data/download_{dataset}_{file}.log",
     benchmark:
         "benchmarks/data/download_{dataset}_{file}.tsv"
+    wildcard_constraints:
+        dataset=data_alternatives(DATA_TABULAR),
+        file=data_alternatives(DATA_TABULAR_FILES),
+    conda:
+        "../envs/data.yaml"
     threads: 1
     resources:
         mem_mb=500,
         runtime=10,
-    conda:
-        "../envs/data.yaml"
+    params:
+        dataset=lambda wildcards: wildcards.dataset,
+        sha256=lambda wildcards: data_checksums(wildcards.dataset, [wildcards.file]),
     script:
         "../../scripts/fetch_dataset.py"
 
@@ -65,20 +68,20 @@ rule preprocess_mnist:
         DATA_MNIST_EXTRACTED,
     output:
         features=f"{DATA_PROCESSED}/mnist/features.npz",
-    params:
-        dataset="mnist",
-        options=data_options("mnist"),
-        mnist_root=lambda wildcards, input: str(Path(input[0]).parents[2]),
     log:
         "logs/data/preprocess_mnist.log",
     benchmark:
         "benchmarks/data/preprocess_mnist.tsv"
+    conda:
+        "../envs/mnist.yaml"
     threads: 1
     resources:
         mem_mb=3000,
         runtime=20,
-    conda:
-        "../envs/mnist.yaml"
+    params:
+        dataset="mnist",
+        options=data_options("mnist"),
+        mnist_root=lambda wildcards, input: str(Path(input[0]).parents[2]),
     script:
         "../../scripts/preprocess_dataset.py"
 
@@ -88,21 +91,21 @@ rule preprocess_dataset:
         lambda wildcards: data_raw_paths(wildcards.dataset),
     output:
         features=f"{DATA_PROCESSED}/{{dataset}}/features.npz",
-    params:
-        dataset=lambda wildcards: wildcards.dataset,
-        options=lambda wildcards: data_options(wildcards.dataset),
-    wildcard_constraints:
-        dataset=data_alternatives(DATA_TABULAR),
     log:
         "logs/data/preprocess_{dataset}.log",
     benchmark:
         "benchmarks/data/preprocess_{dataset}.tsv"
+    wildcard_constraints:
+        dataset=data_alternatives(DATA_TABULAR),
+    conda:
+        "../envs/data.yaml"
     threads: 1
     resources:
         mem_mb=1000,
         runtime=10,
-    conda:
-        "../envs/data.yaml"
+    params:
+        dataset=lambda wildcards: wildcards.dataset,
+        options=lambda wildcards: data_options(wildcards.dataset),
     script:
         "../../scripts/preprocess_dataset.py"
 
@@ -113,21 +116,21 @@ rule build_instance:
     output:
         instance=f"{DATA_PROCESSED}/{{dataset}}/instance.npz",
         report=f"{DATA_PROCESSED}/{{dataset}}/report.json",
-    params:
-        C=DATA_CONFIG["instance"]["C"],
-        max_iter=DATA_CONFIG["instance"]["max_iter"],
-    wildcard_constraints:
-        dataset=data_alternatives(DATA_DATASETS),
     log:
         "logs/data/build_instance_{dataset}.log",
     benchmark:
         "benchmarks/data/build_instance_{dataset}.tsv"
+    wildcard_constraints:
+        dataset=data_alternatives(DATA_DATASETS),
+    conda:
+        "../envs/data.yaml"
     threads: 1
     resources:
         mem_mb=2000,
         runtime=20,
-    conda:
-        "../envs/data.yaml"
+    params:
+        C=DATA_CONFIG["instance"]["C"],
+        max_iter=DATA_CONFIG["instance"]["max_iter"],
     script:
         "../../scripts/build_instance.py"
 
@@ -137,22 +140,22 @@ rule preprocess_variant:
         lambda wildcards: data_raw_paths(wildcards.dataset),
     output:
         features=f"{DATA_VARIANTS}/{{dataset}}-{{variant}}/features.npz",
-    params:
-        dataset=lambda wildcards: wildcards.dataset,
-        options=lambda wildcards: data_variant_options(wildcards.dataset, wildcards.variant),
-    wildcard_constraints:
-        dataset=data_alternatives(DATA_TABULAR),
-        variant=data_alternatives(DATA_VARIANT_CONFIG) or "^$",
     log:
         "logs/data/preprocess_{dataset}-{variant}.log",
     benchmark:
         "benchmarks/data/preprocess_{dataset}-{variant}.tsv"
+    wildcard_constraints:
+        dataset=data_alternatives(DATA_TABULAR),
+        variant=data_alternatives(DATA_VARIANT_CONFIG) or "^$",
+    conda:
+        "../envs/data.yaml"
     threads: 1
     resources:
         mem_mb=1000,
         runtime=10,
-    conda:
-        "../envs/data.yaml"
+    params:
+        dataset=lambda wildcards: wildcards.dataset,
+        options=lambda wildcards: data_variant_options(wildcards.dataset, wildcards.variant),
     script:
         "../../scripts/preprocess_dataset.py"
 
@@ -163,22 +166,22 @@ rule build_variant_instance:
     output:
         instance=f"{DATA_VARIANTS}/{{dataset}}-{{variant}}/instance.npz",
         report=f"{DATA_VARIANTS}/{{dataset}}-{{variant}}/report.json",
-    params:
-        variant=lambda wildcards: {"name": wildcards.variant, **DATA_VARIANT_CONFIG[wildcards.variant]},
-        dataset=lambda wildcards: wildcards.dataset,
-        max_iter=DATA_CONFIG["instance"]["max_iter"],
-    wildcard_constraints:
-        dataset=data_alternatives(DATA_DATASETS),
-        variant=data_alternatives(DATA_VARIANT_CONFIG) or "^$",
     log:
         "logs/data/build_instance_{dataset}-{variant}.log",
     benchmark:
         "benchmarks/data/build_instance_{dataset}-{variant}.tsv"
+    wildcard_constraints:
+        dataset=data_alternatives(DATA_DATASETS),
+        variant=data_alternatives(DATA_VARIANT_CONFIG) or "^$",
+    conda:
+        "../envs/data.yaml"
     threads: 1
     resources:
         mem_mb=2000,
         runtime=20,
-    conda:
-        "../envs/data.yaml"
+    params:
+        variant=lambda wildcards: {"name": wildcards.variant, **DATA_VARIANT_CONFIG[wildcards.variant]},
+        dataset=lambda wildcards: wildcards.dataset,
+        max_iter=DATA_CONFIG["instance"]["max_iter"],
     script:
         "../../scripts/build_variant_instance.py"

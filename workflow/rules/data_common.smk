@@ -19,19 +19,15 @@ def data_files(dataset):
     return DATA_CONFIG["datasets"][dataset]["files"]
 
 
-def data_file_entry(dataset, name):
-    # The config entry (url, sha256, mirror path) of one raw file.
-    return next(entry for entry in data_files(dataset) if entry["name"] == name)
-
-
 def data_raw_paths(dataset):
     return [f"{DATA_RAW}/{dataset}/{entry['name']}" for entry in data_files(dataset)]
 
 
-def data_mirror():
-    # Decided when the workflow is parsed: a missing mirror folder means download.
-    mirror = DATA_CONFIG["mirror"]
-    return mirror if mirror and os.path.isdir(mirror) else ""
+def data_checksums(dataset, names=None):
+    # What identifies the raw files (name: SHA-256), the download rules' params. Where a
+    # file comes from (data.mirror, its url) is no param: the scripts read it from the
+    # config, so giving or withdrawing the mirror reruns nothing.
+    return {e["name"]: e["sha256"] for e in data_files(dataset) if names is None or e["name"] in names}
 
 
 def data_options(dataset):

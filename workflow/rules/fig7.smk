@@ -10,16 +10,21 @@ FIG7_CELLS = or_config_error(grid_cells, PLAN.grid, PLAN, CLAIM_SPECS)
 
 
 rule fig7:
-    localrule: True
     input:
         runs=[RUNS_TABLE.format(experiment=cell.experiment) for cell in FIG7_CELLS],
         reports=sorted({cell.report for cell in FIG7_CELLS}),
     output:
         pdf=f"{FIGURES}/fig7.pdf",
-        png=report(f"{FIGURES}/fig7.png", caption="../report/fig7.rst", category="Figures",
-                   labels={"figure": "fig7"}),
+        png=report(
+            f"{FIGURES}/fig7.png", caption="../report/fig7.rst", **report_section("fig7"), labels={"figure": "fig7"}
+        ),
         tsv=f"{FIGURES}/fig7.tsv",
         md=f"{FIGURES}/fig7.md",
+    log:
+        f"{LOGS}/figures/fig7.log",
+    localrule: True
+    conda:
+        "../envs/analysis.yaml"
     params:
         cells=FIG7_CELLS,
         datasets=list(config["data"]["datasets"]),
@@ -27,9 +32,5 @@ rule fig7:
         slack_margin=config["data"]["sensitivity"]["slack_margin"],
         title=config["data"]["sensitivity"]["title"],
         float_format=config["aggregate"]["float_format"],
-    log:
-        f"{LOGS}/figures/fig7.log",
-    conda:
-        "../envs/analysis.yaml"
     script:
         "../../scripts/plot_sensitivity.py"

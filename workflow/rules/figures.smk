@@ -3,13 +3,11 @@
 # so `snakemake --cores 2 fig3` builds just that figure.
 
 for figure_name in config["figures"]:
-    has_caption = Path(workflow.basedir, "workflow/report", f"{figure_name}.rst").exists()
+    has_caption = Path(WORKFLOW_ROOT, "workflow/report", f"{figure_name}.rst").exists()
 
     rule:
         name:
             figure_name
-        localrule: True
-        priority: 10
         input:
             tables=[AGGREGATE_FILE.format(experiment=e) for e in PLAN.figures[figure_name].experiments],
             curves=[CURVES_TABLE.format(experiment=e) for e in PLAN.figures[figure_name].experiments],
@@ -18,20 +16,22 @@ for figure_name in config["figures"]:
             png=report(
                 f"{FIGURES}/{figure_name}.png",
                 caption=f"../report/{figure_name}.rst" if has_caption else "../report/figure.rst",
-                category="Figures",
+                **report_section(figure_name),
                 labels={"figure": figure_name},
             ),
             # the data table stays out of the report (megabytes per figure)
             tsv=f"{FIGURES}/{figure_name}.tsv",
-        params:
-            # a FigureSpec (cqb.pipeline.experiments): drawn from the tables only
-            spec=PLAN.figures[figure_name],
-            float_format=config["aggregate"]["float_format"],
         log:
             f"{LOGS}/figures/{figure_name}.log",
         benchmark:
             f"{BENCHMARKS}/figures/{figure_name}.tsv"
+        priority: 10
+        localrule: True
         conda:
             "../envs/analysis.yaml"
+        params:
+            # a FigureSpec (cqb.pipeline.experiments): drawn from the tables only
+            spec=PLAN.figures[figure_name],
+            float_format=config["aggregate"]["float_format"],
         script:
             "../../scripts/plot_figure.py"

@@ -9,71 +9,81 @@ from cqb.analysis.multiverse import alternative_curves
 from cqb.pipeline.multiverse_plan import merge_runs, multiverse_design, multiverse_runs
 
 MULTIVERSE = or_config_error(multiverse_design, config, PLAN, CLAIM_SPECS)
-MULTIVERSE_IN_REPORT = bool(MULTIVERSE) and (config["multiverse"]["in_all"]
-                                             or Path(f"{FIGURES}/fig8_marks.tsv").exists())
-MULTIVERSE_FILES = [f"{FIGURES}/fig8.{ext}" for ext in ("pdf", "png", "tsv", "md")] + [
-    f"{FIGURES}/fig8_marks.tsv"]
+MULTIVERSE_IN_REPORT = bool(MULTIVERSE) and (
+    config["multiverse"]["in_all"] or Path(f"{FIGURES}/fig8_marks.tsv").exists()
+)
+MULTIVERSE_FILES = [f"{FIGURES}/fig8.{ext}" for ext in ("pdf", "png", "tsv", "md")] + [f"{FIGURES}/fig8_marks.tsv"]
 
 if MULTIVERSE:
     or_config_error(merge_runs, PLAN.runs, or_config_error(multiverse_runs, MULTIVERSE))
     # its seeds are its own: no other use may reach them
-    or_config_error(check_seed_uses, {"evaluation": evaluation_seeds(PLAN, TUNING_EXPERIMENTS),
-                                      "tuning (stage 1)": {s for e in TUNING_EXPERIMENTS for c in PLAN.curves[e] for s in c.seeds},
-                                      "tuning (stage 2)": set(STAGE2_SEEDS),
-                                      "the powered claims": powered_seeds(POWERED),
-                                      "retired powered seeds (seen)": retired_seeds(config),
-                                      "the multiverse": set(MULTIVERSE.seeds)})
+    or_config_error(
+        check_seed_uses,
+        {
+            "evaluation": evaluation_seeds(PLAN, TUNING_EXPERIMENTS),
+            "tuning (stage 1)": {s for e in TUNING_EXPERIMENTS for c in PLAN.curves[e] for s in c.seeds},
+            "tuning (stage 2)": set(STAGE2_SEEDS),
+            "the powered claims": powered_seeds(POWERED),
+            "retired powered seeds (seen)": retired_seeds(config),
+            "the multiverse": set(MULTIVERSE.seeds),
+        },
+    )
 
     def multiverse_alternative_files(wildcards):
         alternative = MULTIVERSE.alternative(wildcards.alternative)
-        return [path for curves in alternative_curves(MULTIVERSE, alternative, RUN_FILE).values()
-                for curve in curves for path in curve.files]
+        return [
+            path
+            for curves in alternative_curves(MULTIVERSE, alternative, RUN_FILE).values()
+            for curve in curves
+            for path in curve.files
+        ]
 
     rule multiverse_runs:
-        localrule: True
-        priority: 10
-        wildcard_constraints:
-            alternative="[A-Za-z0-9_]+",
         input:
             multiverse_alternative_files,
         output:
             f"{RESULTS}/multiverse/{{alternative}}.runs.tsv",
+        log:
+            f"{LOGS}/multiverse/{{alternative}}.log",
+        wildcard_constraints:
+            alternative="[A-Za-z0-9_]+",
+        priority: 10
+        localrule: True
+        conda:
+            "../envs/analysis.yaml"
         params:
             multiverse=MULTIVERSE,
             run_file=lambda wildcards: RUN_FILE,
             summaries=config["summaries"],
             float_format=config["aggregate"]["float_format"],
-        log:
-            f"{LOGS}/multiverse/{{alternative}}.log",
-        conda:
-            "../envs/analysis.yaml"
         script:
             "../../scripts/multiverse_runs.py"
 
     rule fig8:
-        localrule: True
         input:
             runs=[f"{RESULTS}/multiverse/{a.name}.runs.tsv" for a in MULTIVERSE.alternatives],
         output:
             pdf=f"{FIGURES}/fig8.pdf",
-            png=report(f"{FIGURES}/fig8.png", caption="../report/fig8.rst", category="Figures",
-                       labels={"figure": "fig8"}),
+            png=report(
+                f"{FIGURES}/fig8.png", caption="../report/fig8.rst", category="Figures", labels={"figure": "fig8"}
+            ),
             tsv=f"{FIGURES}/fig8.tsv",
             md=f"{FIGURES}/fig8.md",
             marks=f"{FIGURES}/fig8_marks.tsv",
+        log:
+            f"{LOGS}/figures/fig8.log",
+        localrule: True
+        conda:
+            "../envs/analysis.yaml"
         params:
             multiverse=MULTIVERSE,
             alternatives=[a.name for a in MULTIVERSE.alternatives],
             title=config["multiverse"]["title"],
             float_format=config["aggregate"]["float_format"],
-        log:
-            f"{LOGS}/figures/fig8.log",
-        conda:
-            "../envs/analysis.yaml"
         script:
             "../../scripts/plot_multiverse.py"
 
     rule multiverse:
-        localrule: True
         input:
             MULTIVERSE_FILES,
+        localrule: True

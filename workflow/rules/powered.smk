@@ -21,16 +21,22 @@ CONFIRMATORY_STATE = f"{RESULTS}/confirmatory/{{claim}}/look{{look}}.json"
 CONFIRMATORY_STATES = [CONFIRMATORY_STATE.format(claim=name, look=0) for name in CONFIRMATORY]
 CONFIRMATORY_TABLE = f"{FIGURES}/claims_confirmatory.tsv"
 
+
 include: "powered_common.smk"
 
 
 # every use of seeds has its own
-or_config_error(check_seed_uses, {"evaluation": evaluation_seeds(PLAN, TUNING_EXPERIMENTS),
-                                  "tuning (stage 1)": {s for e in TUNING_EXPERIMENTS for c in PLAN.curves[e] for s in c.seeds},
-                                  "tuning (stage 2)": set(STAGE2_SEEDS),
-                                  "the powered claims": powered_seeds(POWERED),
-                                  "the confirmatory study": confirmatory_seeds(CONFIRMATORY),
-                                  "retired powered seeds (seen)": retired_seeds(config)})
+or_config_error(
+    check_seed_uses,
+    {
+        "evaluation": evaluation_seeds(PLAN, TUNING_EXPERIMENTS),
+        "tuning (stage 1)": {s for e in TUNING_EXPERIMENTS for c in PLAN.curves[e] for s in c.seeds},
+        "tuning (stage 2)": set(STAGE2_SEEDS),
+        "the powered claims": powered_seeds(POWERED),
+        "the confirmatory study": confirmatory_seeds(CONFIRMATORY),
+        "retired powered seeds (seen)": retired_seeds(config),
+    },
+)
 
 
 wildcard_constraints:
@@ -39,34 +45,34 @@ wildcard_constraints:
 
 
 checkpoint powered_look:
-    localrule: True
-    priority: 20
     input:
         unpack(powered_look_inputs),
     output:
         state=POWERED_LOOK,
+    log:
+        f"{LOGS}/powered/{{claim}}/look{{look}}.log",
+    priority: 20
+    localrule: True
+    conda:
+        "../envs/analysis.yaml"
     params:
         claim=lambda wildcards: POWERED[wildcards.claim],
         curves=lambda wildcards: PLAN.curves[POWERED[wildcards.claim].spec.experiment],
         run_file=lambda wildcards: RUN_FILE,
         summaries=config["summaries"],
-    log:
-        f"{LOGS}/powered/{{claim}}/look{{look}}.log",
-    conda:
-        "../envs/analysis.yaml"
     script:
         "../../scripts/powered_look.py"
 
 
 rule powered_final:
-    localrule: True
-    priority: 10
     input:
         powered_last_look,
     output:
         f"{RESULTS}/powered/{{claim}}/final.json",
     log:
         f"{LOGS}/powered/{{claim}}/final.log",
+    priority: 10
+    localrule: True
     conda:
         "../envs/analysis.yaml"
     shell:
@@ -75,21 +81,21 @@ rule powered_final:
 
 
 rule powered_claims:
-    localrule: True
-    priority: 10
     input:
         [f"{RESULTS}/powered/{name}/final.json" for name in POWERED],
     output:
         table=POWERED_TABLE,
         readings=POWERED_READINGS,
+    log:
+        f"{LOGS}/powered/claims.log",
+    priority: 10
+    localrule: True
+    conda:
+        "../envs/analysis.yaml"
     params:
         claims=list(POWERED),
         specs=POWERED,
         float_format=config["aggregate"]["float_format"],
-    log:
-        f"{LOGS}/powered/claims.log",
-    conda:
-        "../envs/analysis.yaml"
     script:
         "../../scripts/powered_claims.py"
 
@@ -97,40 +103,40 @@ rule powered_claims:
 # The confirmatory study: its one look per claim on its fresh seeds (the
 # powered look's script), and its table.
 rule confirmatory_look:
-    localrule: True
-    priority: 20
     input:
         runs=confirmatory_look_inputs,
     output:
         state=CONFIRMATORY_STATE,
+    log:
+        f"{LOGS}/confirmatory/{{claim}}/look{{look}}.log",
+    priority: 20
+    localrule: True
+    conda:
+        "../envs/analysis.yaml"
     params:
         claim=lambda wildcards: CONFIRMATORY[wildcards.claim],
         curves=lambda wildcards: PLAN.curves[CONFIRMATORY[wildcards.claim].spec.experiment],
         run_file=lambda wildcards: RUN_FILE,
         summaries=config["summaries"],
-    log:
-        f"{LOGS}/confirmatory/{{claim}}/look{{look}}.log",
-    conda:
-        "../envs/analysis.yaml"
     script:
         "../../scripts/powered_look.py"
 
 
 rule confirmatory_claims:
-    localrule: True
-    priority: 10
     input:
         CONFIRMATORY_STATES,
     output:
         table=CONFIRMATORY_TABLE,
         readings=f"{FIGURES}/claims_confirmatory_readings.tsv",
+    log:
+        f"{LOGS}/confirmatory/claims.log",
+    priority: 10
+    localrule: True
+    conda:
+        "../envs/analysis.yaml"
     params:
         claims=list(CONFIRMATORY),
         specs=CONFIRMATORY,
         float_format=config["aggregate"]["float_format"],
-    log:
-        f"{LOGS}/confirmatory/claims.log",
-    conda:
-        "../envs/analysis.yaml"
     script:
         "../../scripts/powered_claims.py"

@@ -17,8 +17,7 @@ def powered_look_inputs(wildcards):
         path = checkpoints.powered_look.get(claim=wildcards.claim, look=look - 1).output.state
         previous = _state(path)
         inputs["previous"] = path
-    files = powered_run_files(claim, PLAN.curves[claim.spec.experiment], RUN_FILE,
-                              look_counts(claim, look, previous))
+    files = powered_run_files(claim, PLAN.curves[claim.spec.experiment], RUN_FILE, look_counts(claim, look, previous))
     inputs["runs"] = [path for unit_files in files.values() for path in unit_files]
     return inputs
 
@@ -49,6 +48,8 @@ def tuning_stage2_files(wildcards):
     path = checkpoints.tuning_contenders.get().output.contenders
     chosen = pd.read_csv(path, sep="\t", dtype=str)
     curves = {c.label: c for e in TUNING_EXPERIMENTS for c in PLAN.curves[e]}
-    return [RUN_FILE.format(instance_id=curves[label].instance_id, horizon=curves[label].horizon,
-                            policy=label, seed=seed)
-            for label in chosen["label"] for seed in STAGE2_SEEDS]
+    return [
+        RUN_FILE.format(instance_id=curves[label].instance_id, horizon=curves[label].horizon, policy=label, seed=seed)
+        for label in chosen["label"]
+        for seed in STAGE2_SEEDS
+    ]

@@ -14,51 +14,52 @@ RATE_RUNS_TABLE = f"{RESULTS}/aggregate/regret_rates.runs.tsv"
 
 
 rule regret_rates:
-    localrule: True
     input:
         [run[4] for run in RATES_RUNS],
     output:
         summary=RATES_TABLE,
         slopes=SLOPES_TABLE,
         runs=RATE_RUNS_TABLE,
+    log:
+        f"{LOGS}/aggregate/regret_rates.log",
+    benchmark:
+        f"{BENCHMARKS}/aggregate/regret_rates.tsv"
+    localrule: True
+    conda:
+        "../envs/analysis.yaml"
     params:
         runs=[list(run[:4]) for run in RATES_RUNS],
         bootstrap=config["rates"]["bootstrap"],
         resolve=config["rates"]["resolve"],
         summaries=config["summaries"],
         float_format=config["aggregate"]["float_format"],
-    log:
-        f"{LOGS}/aggregate/regret_rates.log",
-    benchmark:
-        f"{BENCHMARKS}/aggregate/regret_rates.tsv"
-    conda:
-        "../envs/analysis.yaml"
     script:
         "../../scripts/regret_rates.py"
 
 
 rule fig5:
-    localrule: True
     input:
         summary=RATES_TABLE,
         slopes=SLOPES_TABLE,
     output:
         pdf=f"{FIGURES}/fig5.pdf",
-        png=report(f"{FIGURES}/fig5.png", caption="../report/fig5.rst", category="Figures",
-                   labels={"figure": "fig5"}),
+        png=report(
+            f"{FIGURES}/fig5.png", caption="../report/fig5.rst", **report_section("fig5"), labels={"figure": "fig5"}
+        ),
         tsv=f"{FIGURES}/fig5.tsv",
         slopes=f"{FIGURES}/fig5_slopes.tsv",
         text=f"{FIGURES}/fig5_summary.md",
+    log:
+        f"{LOGS}/figures/fig5.log",
+    benchmark:
+        f"{BENCHMARKS}/figures/fig5.tsv"
+    localrule: True
+    conda:
+        "../envs/analysis.yaml"
     params:
         panel_titles={name: config["experiments"][name].get("description", name) for name in RATES_EXPERIMENTS},
         title=config["rates"]["title"],
         dpi=config["rates"]["dpi"],
         float_format=config["aggregate"]["float_format"],
-    log:
-        f"{LOGS}/figures/fig5.log",
-    benchmark:
-        f"{BENCHMARKS}/figures/fig5.tsv"
-    conda:
-        "../envs/analysis.yaml"
     script:
         "../../scripts/plot_rates.py"

@@ -4,7 +4,6 @@
 
 
 rule report_html:
-    localrule: True
     input:
         claims=f"{FIGURES}/claims.tsv",
         provenance=f"{FIGURES}/provenance.json",
@@ -16,14 +15,14 @@ rule report_html:
         # Figure 8 (its own target): in the report once it has been made, or when in `all`
         multiverse=f"{FIGURES}/fig8_marks.tsv" if MULTIVERSE_IN_REPORT else [],
         multiverse_png=f"{FIGURES}/fig8.png" if MULTIVERSE_IN_REPORT else [],
+        captions=report_captions(),
     output:
         f"{FIGURES}/report.html",
-    params:
-        captions=str(Path(workflow.basedir, "workflow/report")),
     log:
         f"{LOGS}/report/report_html.log",
     benchmark:
         f"{BENCHMARKS}/report/report_html.tsv"
+    localrule: True
     conda:
         "../envs/analysis.yaml"
     script:

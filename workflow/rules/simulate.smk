@@ -6,8 +6,8 @@
 # the results, `--trace-cache FILE` (cqb.sim.simulate.cached_trace): the
 # first job of the seed that finds no valid file draws the trace, writes it
 # atomically and plays on it; the others read it; a file of other simulation
-# code, or of another spec, horizon or seed, is drawn again and replaced; a
-# corrupt one fails the job with one line naming it. Drawn, read or given
+# code, or of another spec, horizon or seed, or a corrupt or truncated one, is
+# drawn again and replaced, with one warning line in the job's log. Drawn, read or given
 # with --trace, the run file is the same (tests/test_sim_trace.py). The trace
 # files are not Snakemake outputs: no DAG edge, so a rerun of one policy
 # never reruns the other policies of its seed, and deleting the folder only
@@ -38,6 +38,14 @@ rule simulate:
         unpack(simulate_inputs),
     output:
         RUN_FILE,
+    log:
+        f"{LOGS}/simulate/{{instance_id}}/T{{horizon}}/{{policy}}/seed{{seed}}.log",
+    conda:
+        "../envs/simulate.yaml"
+    threads: 1
+    resources:
+        runtime=10,
+        mem_mb=1000,
     params:
         instance=instance_json,
         policy=lambda wildcards: run_of(wildcards).policy,
@@ -45,16 +53,8 @@ rule simulate:
         trace=trace_file,
         # editing the simulation code reruns the simulations
         code_hash=CODE_HASH,
-    log:
-        f"{LOGS}/simulate/{{instance_id}}/T{{horizon}}/{{policy}}/seed{{seed}}.log",
-    threads: 1
-    resources:
-        runtime=10,
-        mem_mb=1000,
-    conda:
-        "../envs/simulate.yaml"
     shell:
         'cqb_job() {{ if [ -x "${{CQB_RUN_CLIENT:-}}" ]; then "$CQB_RUN_CLIENT" "$@"; else cqb "$@"; fi; }}; '
-        'cqb_job run --instance-spec {params.instance:q} --policy {params.policy}'
+        "cqb_job run --instance-spec {params.instance:q} --policy {params.policy}"
         " --params {params.policy_params:q} --horizon {wildcards.horizon} --seed {wildcards.seed}"
         " --trace-cache {params.trace:q} --code-hash {params.code_hash} --out {output:q} 2> {log:q}"

@@ -6,8 +6,9 @@ from cqb.pipeline.verdicts import registry_hash
 CLAIM_SPECS = claim_specs(config, PLAN)
 TUNING_EXPERIMENTS, TUNED_CONFIGURED = tuning_setup(config, PLAN)
 # the results summary covers every experiment a figure or a claim reports
-SUMMARY_EXPERIMENTS = list(dict.fromkeys(
-    [e for spec in PLAN.figures.values() for e in spec.experiments] + claim_experiments(CLAIM_SPECS)))
+SUMMARY_EXPERIMENTS = list(
+    dict.fromkeys([e for spec in PLAN.figures.values() for e in spec.experiments] + claim_experiments(CLAIM_SPECS))
+)
 
 
 include: "powered.smk"
@@ -17,20 +18,20 @@ if TUNING_EXPERIMENTS and STAGE2_SEEDS:
 
     # the powered tuning's first stage: which grid values go on to stage 2
     checkpoint tuning_contenders:
-        localrule: True
-        priority: 20
         input:
             runs=[RUNS_TABLE.format(experiment=e) for e in TUNING_EXPERIMENTS],
         output:
             contenders=CONTENDERS,
+        log:
+            f"{LOGS}/verdicts/tuning_contenders.log",
+        priority: 20
+        localrule: True
+        conda:
+            "../envs/analysis.yaml"
         params:
             contenders=STAGE2["contenders"],
             stall_bound=STAGE2["stall_bound"],
             float_format=config["aggregate"]["float_format"],
-        log:
-            f"{LOGS}/verdicts/tuning_contenders.log",
-        conda:
-            "../envs/analysis.yaml"
         script:
             "../../scripts/tuning_contenders.py"
 
@@ -38,8 +39,6 @@ if TUNING_EXPERIMENTS and STAGE2_SEEDS:
 if TUNING_EXPERIMENTS:
 
     rule tuning:
-        localrule: True
-        priority: 10
         input:
             runs=[RUNS_TABLE.format(experiment=e) for e in TUNING_EXPERIMENTS],
             contenders=CONTENDERS if STAGE2_SEEDS else [],
@@ -49,7 +48,13 @@ if TUNING_EXPERIMENTS:
             choices=f"{RESULTS}/tuning/choices.tsv",
             stage2=f"{FIGURES}/tuning_stage2.tsv",
             pdf=f"{FIGURES}/tuning.pdf",
-            png=report(f"{FIGURES}/tuning.png", caption="../report/tuning.rst", category="Verdicts"),
+            png=report(f"{FIGURES}/tuning.png", caption="../report/tuning.rst", **report_section("tuning")),
+        log:
+            f"{LOGS}/verdicts/tuning.log",
+        priority: 10
+        localrule: True
+        conda:
+            "../envs/analysis.yaml"
         params:
             configured=TUNED_CONFIGURED,
             enforce=config["tuning"]["enforce"],
@@ -58,10 +63,6 @@ if TUNING_EXPERIMENTS:
             float_format=config["aggregate"]["float_format"],
             stall_bound=STAGE2["stall_bound"],
             summaries=config["summaries"],
-        log:
-            f"{LOGS}/verdicts/tuning.log",
-        conda:
-            "../envs/analysis.yaml"
         script:
             "../../scripts/tuning.py"
 
@@ -72,8 +73,6 @@ POOL_FILES = sorted({run.instance["pool"] for run in PLAN.runs.values() if run.i
 
 
 rule claims:
-    localrule: True
-    priority: 10
     input:
         runs=[RUNS_TABLE.format(experiment=e) for e in claim_experiments(CLAIM_SPECS)],
         curves=[CURVES_TABLE.format(experiment=e) for e in SUMMARY_EXPERIMENTS],
@@ -82,18 +81,29 @@ rule claims:
         powered=POWERED_TABLE if POWERED else [],
         powered_readings=POWERED_READINGS if POWERED else [],
         # the per-policy readings: the powered last looks and the confirmatory study
-        powered_states=[f"{RESULTS}/powered/{spec.name}/final.json" for spec in CLAIM_SPECS
-                        if spec.per_policy and spec.name in POWERED],
+        powered_states=[
+            f"{RESULTS}/powered/{spec.name}/final.json"
+            for spec in CLAIM_SPECS
+            if spec.per_policy and spec.name in POWERED
+        ],
         confirmatory_states=CONFIRMATORY_STATES,
         confirmatory=CONFIRMATORY_TABLE if CONFIRMATORY else [],
     output:
         tsv=f"{FIGURES}/claims.tsv",
         per_policy=f"{FIGURES}/claims_per_policy.tsv",
         readings_tsv=f"{FIGURES}/claims_readings.tsv",
-        readings_md=f"{FIGURES}/claims_readings.md",
-        md=report(f"{FIGURES}/claims.md", caption="../report/claims.rst", category="Verdicts"),
+        readings_md=report(
+            f"{FIGURES}/claims_readings.md", caption="../report/claims_readings.rst", **report_section("claims")
+        ),
+        md=report(f"{FIGURES}/claims.md", caption="../report/claims.rst", **report_section("claims")),
         results=f"{FIGURES}/results.md",
         provenance=f"{FIGURES}/provenance.json",
+    log:
+        f"{LOGS}/verdicts/claims.log",
+    priority: 10
+    localrule: True
+    conda:
+        "../envs/analysis.yaml"
     params:
         specs=CLAIM_SPECS,
         run_experiments=claim_experiments(CLAIM_SPECS),
@@ -107,10 +117,6 @@ rule claims:
         registry_hash=registry_hash(config),
         powered_state_claims=[spec.name for spec in CLAIM_SPECS if spec.per_policy and spec.name in POWERED],
         confirmatory_claims=list(CONFIRMATORY),
-    log:
-        f"{LOGS}/verdicts/claims.log",
-    conda:
-        "../envs/analysis.yaml"
     script:
         "../../scripts/claims.py"
 
@@ -119,21 +125,28 @@ CALIBRATION = config.get("calibration") or {}
 CALIBRATION_SHAPE = CALIBRATION.get("shape_experiment", "stall_check")
 # the powered claims and the confirmatory study's designs
 CALIBRATED = {**POWERED, **CONFIRMATORY}
-CALIBRATION_EXPERIMENTS = list(dict.fromkeys(
-    [claim.spec.experiment for claim in CALIBRATED.values()]
-    + ([CALIBRATION_SHAPE] if CALIBRATION_SHAPE in PLAN.curves else [])))
+CALIBRATION_EXPERIMENTS = list(
+    dict.fromkeys(
+        [claim.spec.experiment for claim in CALIBRATED.values()]
+        + ([CALIBRATION_SHAPE] if CALIBRATION_SHAPE in PLAN.curves else [])
+    )
+)
 
 
 # The calibration study (cqb.analysis.calibration, docs/verdicts.md "Error
 # rates, simulated"): the powered reading's procedure on resampled run tables.
 rule calibration:
-    localrule: True
     input:
         runs=[RUNS_TABLE.format(experiment=e) for e in CALIBRATION_EXPERIMENTS],
     output:
         tsv=f"{FIGURES}/calibration.tsv",
         pdf=f"{FIGURES}/calibration.pdf",
-        png=f"{FIGURES}/calibration.png",
+        png=report(f"{FIGURES}/calibration.png", caption="../report/calibration.rst", **report_section("calibration")),
+    log:
+        f"{LOGS}/verdicts/calibration.log",
+    localrule: True
+    conda:
+        "../envs/analysis.yaml"
     params:
         claims=CALIBRATED,
         experiments=CALIBRATION_EXPERIMENTS,
@@ -142,9 +155,5 @@ rule calibration:
         seed=CALIBRATION.get("seed", 7),
         alpha=(config.get("powered") or {}).get("alpha", 0.05),
         float_format=config["aggregate"]["float_format"],
-    log:
-        f"{LOGS}/verdicts/calibration.log",
-    conda:
-        "../envs/analysis.yaml"
     script:
         "../../scripts/calibration.py"

@@ -10,6 +10,7 @@ from cqb.data.fetch import (
     fetch_file,
     fetch_mnist,
     file_digest,
+    file_sources,
     load_mnist_arrays,
     mirror_file_path,
 )

@@ -116,6 +116,22 @@ def mirror_file_path(mirror_dir: str | os.PathLike | None, relative: str) -> Pat
     return mirror_dir / relative
 
 
+def file_sources(data_config: dict, dataset: str, checksums: dict[str, str]) -> tuple[list[dict], str | None]:
+    """The config entries (url, mirror path, sha256) of the files named in
+    `checksums` (name: SHA-256, in the order of the rule's outputs), and the
+    mirror folder (None for none), from the validated `data` config. The
+    download rules pass only the checksums as params, so where a file comes
+    from is no rerun trigger; a checksum that differs from the config's is a
+    stale job (ValueError naming the file)."""
+    entries = {entry["name"]: entry for entry in data_config["datasets"][dataset]["files"]}
+    chosen = []
+    for name, sha256 in checksums.items():
+        if name not in entries or entries[name]["sha256"] != sha256:
+            raise ValueError(f"{dataset}/{name}: no config entry with sha256 {sha256}")
+        chosen.append(entries[name])
+    return chosen, data_config.get("mirror") or None
+
+
 def fetch_mnist(
     root: str | os.PathLike,
     files: list[dict],

@@ -24,7 +24,7 @@ from .core import core
 from .instances import Instance, check_positive_int, instance_from_spec
 from .policies import PolicyEnv, get_spec, make_policy
 from .rng import check_seed, stream
-from .trace import (StaleTrace, Trace, content_hash, draw_trace, load_trace, oracle_queue,  # noqa: F401
+from .trace import (CorruptTrace, StaleTrace, Trace, content_hash, draw_trace, load_trace, oracle_queue,  # noqa: F401
                     save_trace, trace_arrays)
 
 
@@ -109,15 +109,15 @@ def draw(instance_spec: dict | Instance, horizon: int, seed: int):
 def cached_trace(path, spec: dict, horizon: int, seed: int):
     """(instance, trace, Q*, content hash) from the trace cache ``path``: read
     when it holds the trace of this (spec, horizon, seed, simulation code);
-    drawn and written there atomically when it is missing or stale (one line
-    on stderr says which stale file was replaced). Jobs of one seed that race
-    write the same content, each by its own rename: a reader sees one whole
-    file. A corrupt file is load_trace's ValueError; a cache that cannot be
-    written is a warning line (the run plays on the trace it drew)."""
+    drawn and written there atomically when it is missing, stale or corrupt
+    (its content is a function of its key: one line on stderr says which file
+    was replaced, and why). Jobs of one seed that race write the same content,
+    each by its own rename: a reader sees one whole file. A cache that cannot
+    be written is a warning line (the run plays on the trace it drew)."""
     if os.path.exists(path):
         try:
             return load_trace(path, spec, horizon, seed)
-        except StaleTrace as error:
+        except (StaleTrace, CorruptTrace) as error:
             print(f"cqb: trace cache {path} {error.reason}: drawing it again", file=sys.stderr)
     instance, spec, trace, oracle_path = draw(spec, horizon, seed)
     try:

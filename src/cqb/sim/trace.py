@@ -15,9 +15,10 @@ a tenth of a millisecond). Its metadata names the instance spec, horizon,
 seed and simulation code hash it was drawn for, and a content hash over the
 arrays: a run file records that hash, and loading checks all of them, so a
 stale or corrupt trace is one clear error, never a silently different run.
-A stale one (:class:`StaleTrace`: sound, but drawn for another code, instance,
-horizon or seed) is what a trace cache (cqb.sim.simulate.cached_trace) draws
-again; a corrupt one stays an error.
+A trace cache (cqb.sim.simulate.cached_trace) draws again both a stale one
+(:class:`StaleTrace`: sound, but drawn for another code, instance, horizon or
+seed) and a corrupt one (:class:`CorruptTrace`: unreadable, truncated, or its
+content not what its hash says); a trace file given by hand stays an error.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import hashlib
 import heapq
 import json
 import zipfile
+import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -50,6 +52,15 @@ class StaleTrace(ValueError):
 
     def __init__(self, path, reason: str, remedy: str = REMEDY):
         super().__init__(f"trace file {path} {reason}{remedy}")
+        self.reason = reason
+
+
+class CorruptTrace(ValueError):
+    """A trace file that cannot be read whole, or whose content is not what
+    its hash says. ``reason`` says which."""
+
+    def __init__(self, path, reason: str):
+        super().__init__(f"trace file {path} {reason}{REMEDY}")
         self.reason = reason
 
 
@@ -170,15 +181,15 @@ def load_trace(path, spec: dict, horizon: int, seed: int):
         with np.load(path, allow_pickle=False) as data:
             missing = set(STORED_KEYS + ("metadata",)) - set(data.files)
             if missing:
-                raise ValueError(f"trace file {path} is not a trace file: it lacks {sorted(missing)}")
+                raise CorruptTrace(path, f"is not a trace file: it lacks {sorted(missing)}")
             arrays = {key: data[key] for key in STORED_KEYS}
             metadata = json.loads(str(data["metadata"]))
-    except (zipfile.BadZipFile, EOFError, json.JSONDecodeError) as error:
-        raise ValueError(f"trace file {path} is corrupt or truncated ({error}): delete it and rerun") from None
+    except (zipfile.BadZipFile, EOFError, zlib.error, json.JSONDecodeError) as error:
+        raise CorruptTrace(path, f"is corrupt or truncated ({error})") from None
     except ValueError as error:
         if str(error).startswith(f"trace file {path}"):
             raise
-        raise ValueError(f"trace file {path} is not an .npz trace file ({error})") from None
+        raise CorruptTrace(path, f"is not an .npz trace file ({error})") from None
     if metadata.get("format") != TRACE_FORMAT or metadata.get("code_hash") != simulation_code_hash():
         raise StaleTrace(path, f"is stale: drawn by simulation code {metadata.get('code_hash')}, "
                                f"this is {simulation_code_hash()}")
@@ -191,8 +202,7 @@ def load_trace(path, spec: dict, horizon: int, seed: int):
     arrays["arrivals"] = draw_arrivals(record["arrival_rate"], horizon, seed)
     arrays["service_uniforms"] = draw_service(horizon, seed)
     if content_hash(arrays) != metadata.get("content_hash"):
-        raise ValueError(f"trace file {path} is corrupt: its content hash is not {metadata.get('content_hash')}; "
-                         "delete it and rerun")
+        raise CorruptTrace(path, f"is corrupt: its content hash is not {metadata.get('content_hash')}")
     if record["kind"] == "pool":
         instance = instance_from_spec(spec, stream(seed, "instance"))  # loads the pool
         if instance.theta.tobytes() != arrays["theta"].tobytes():
@@ -206,7 +216,7 @@ def load_trace(path, spec: dict, horizon: int, seed: int):
                             accept_rate=record["accept_rate"], description=record["description"])
         rows, contexts = None, arrays["contexts"]
     if contexts.shape[0] != int(arrays["arrivals"].sum()) or arrays["arrivals"].shape != (horizon,):
-        raise ValueError(f"trace file {path} is corrupt: its arrivals and contexts do not match")
+        raise CorruptTrace(path, "is corrupt: its arrivals and contexts do not match")
     trace = Trace(arrays["arrivals"], contexts, arrays["service_uniforms"],
                   instance.service_probabilities(contexts), rows)
     return instance, trace, arrays["oracle_queue"], metadata["content_hash"]

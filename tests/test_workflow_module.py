@@ -1,0 +1,70 @@
+"""The workflow used as a module of another one (`module ... snakefile:`): a
+small host workflow includes it, runs one of its simulations and records, from
+the host's `onsuccess` (in its Snakemake process), whether the run server was started and
+the scheduler's timer patch applied. A module gets neither unless its config
+asks for it; the main workflow gets both by default."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+RUN = "results/smoke/runs/synth_K5_d5_lam0.7_eps0.1_acc0.005/T300/random/seed0.npz"
+
+
+def host_workflow(directory: Path, execution: dict | None) -> Path:
+    """A host Snakefile that uses every rule of this workflow under the prefix
+    `cqb_`, with the smoke config (and `execution` when given), whose
+    `onsuccess` records the two side effects."""
+    directory.mkdir(parents=True)
+    overrides = f"config['execution'] = {execution!r}\n" if execution is not None else ""
+    (directory / "Snakefile").write_text(textwrap.dedent(f"""\
+        configfile: "{REPO}/config/config.yaml"
+        configfile: "{REPO}/config/smoke.yaml"
+        """) + overrides + textwrap.dedent(f"""\
+
+        module cqb:
+            snakefile:
+                "{REPO}/Snakefile"
+            config:
+                config
+
+
+        use rule * from cqb as cqb_*
+
+
+        onsuccess:
+            import json, os
+            from snakemake.scheduling.job_scheduler import JobScheduler
+
+            patched = getattr(JobScheduler._schedule_reevalutation, "coalesced", False)
+            with open("probe.json", "w") as handle:
+                json.dump({{"patched": patched, "server": os.environ.get("CQB_RUN_SERVER")}}, handle)
+        """))
+    return directory
+
+
+def run_host(directory: Path) -> dict:
+    process = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", RUN], cwd=directory,
+                             capture_output=True, text=True, timeout=600)
+    assert process.returncode == 0, process.stdout[-3000:] + process.stderr[-3000:]
+    assert (directory / RUN).is_file()  # the module's simulate rule ran in the host's folder
+    return json.loads((directory / "probe.json").read_text())
+
+
+def test_a_module_starts_no_run_server_and_patches_nothing(tmp_path):
+    assert run_host(host_workflow(tmp_path / "host", None)) == {"patched": False, "server": None}
+
+
+def test_a_module_whose_config_asks_gets_both(tmp_path):
+    probe = run_host(host_workflow(tmp_path / "host", {"run_server": True, "coalesce_rescheduling": True}))
+    assert probe["patched"] is True and probe["server"], probe

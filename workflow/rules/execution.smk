@@ -1,0 +1,96 @@
+# What local runs add to Snakemake's own execution (docs/pipeline.md,
+# "Throughput"): `cqb` on the jobs' PATH, the run server that forks the
+# simulate jobs (cqb.jobs, docs/jobs.md; execution.run_server) and the
+# scheduler's timer patch (cqb.pipeline.scheduling;
+# execution.coalesce_rescheduling). Run as the main workflow, both switches
+# default to on and start in `onstart`. Included as a module, Snakemake runs
+# no `onstart` of the module, and both default to off (load_config): a module
+# whose config turns one on gets it when the main process of a real run parses
+# the workflow; the run server then stops when Snakemake exits.
+
+
+envvars:
+    "PATH",
+
+
+def put_cqb_on_path():
+    """The simulate jobs run the `cqb` command. Started as .venv/bin/snakemake
+    without activating the venv, PATH lacks it: put the directory of the
+    interpreter running Snakemake first (jobs inherit PATH; a conda env's
+    activation puts its own `cqb` before it)."""
+    import os
+    import shutil
+
+    bin_dir = str(Path(sys.executable).parent)
+    if Path(bin_dir, "cqb").exists() and shutil.which("cqb") != str(Path(bin_dir, "cqb")):
+        os.environ["PATH"] = os.pathsep.join([bin_dir, os.environ.get("PATH", "")])
+
+
+put_cqb_on_path()
+
+
+RUN_SERVER = None  # the started cqb.jobs.client.RunServer, if any
+
+
+def start_run_server():
+    """One preloaded server forks the simulate jobs: only for local execution
+    in this environment; jobs that find no server, or one that cannot take
+    them, run in their own process. With execution.run_client, jobs use the
+    compiled client where the package build made a current one."""
+    import os
+
+    from snakemake.settings.types import DeploymentMethod
+    from cqb.jobs.client import RUN_CLIENT_VARIABLE, RUN_FALLBACK_VARIABLE, RUN_SERVER_VARIABLE, start
+
+    global RUN_SERVER
+    for inherited in (RUN_SERVER_VARIABLE, RUN_CLIENT_VARIABLE, RUN_FALLBACK_VARIABLE):  # an outer run's
+        os.environ.pop(inherited, None)
+    isolated = {DeploymentMethod.CONDA, DeploymentMethod.APPTAINER}
+    if not config["execution"]["run_server"] or not workflow.local_exec:
+        return
+    if isolated & set(workflow.deployment_settings.deployment_method):
+        return
+    # simulate jobs have threads: 1; Snakemake sets their thread counts from it
+    RUN_SERVER = start(client=config["execution"]["run_client"], job_threads=1)
+    if RUN_SERVER is None:
+        print("cqb: the run server did not start; every job starts its own Python", file=sys.stderr)
+
+
+def stop_run_server():
+    """The normal end of the server (it lets runs in flight finish) and of its
+    folder; a server whose Snakemake is killed cleans up after itself."""
+    if RUN_SERVER is not None:
+        RUN_SERVER.stop()
+
+
+def coalesce_scheduler_timers():
+    """One pending re-evaluation timer instead of a chain per finished job."""
+    from cqb.pipeline.scheduling import coalesce_rescheduling
+
+    if config["execution"]["coalesce_rescheduling"] and not coalesce_rescheduling():
+        print(
+            "cqb: this Snakemake's JobScheduler is not the one the timer patch was written for; "
+            "scheduling left as it is",
+            file=sys.stderr,
+        )
+
+
+def start_execution_helpers():
+    start_run_server()
+    coalesce_scheduler_timers()
+
+
+onstart:
+    start_execution_helpers()
+
+
+onsuccess:
+    stop_run_server()
+
+
+onerror:
+    stop_run_server()
+
+
+if IS_MODULE and workflow.is_main_process and not workflow.output_settings.dryrun:
+    start_execution_helpers()
