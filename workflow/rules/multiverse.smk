@@ -6,7 +6,7 @@
 # figure. Its own target `multiverse` unless multiverse.in_all.
 
 from cqb.analysis.multiverse import alternative_curves
-from cqb.pipeline.multiverse_plan import merge_runs, multiverse_design, multiverse_runs
+from cqb.pipeline.multiverse_plan import alternative_files, merge_runs, multiverse_design, multiverse_runs
 
 MULTIVERSE = or_config_error(multiverse_design, config, PLAN, CLAIM_SPECS)
 MULTIVERSE_IN_REPORT = bool(MULTIVERSE) and (
@@ -24,23 +24,15 @@ if MULTIVERSE:
             "tuning (stage 1)": {s for e in TUNING_EXPERIMENTS for c in PLAN.curves[e] for s in c.seeds},
             "tuning (stage 2)": set(STAGE2_SEEDS),
             "the powered claims": powered_seeds(POWERED),
+            "the confirmatory study": confirmatory_seeds(CONFIRMATORY),
             "retired powered seeds (seen)": retired_seeds(config),
             "the multiverse": set(MULTIVERSE.seeds),
         },
     )
 
-    def multiverse_alternative_files(wildcards):
-        alternative = MULTIVERSE.alternative(wildcards.alternative)
-        return [
-            path
-            for curves in alternative_curves(MULTIVERSE, alternative, RUN_FILE).values()
-            for curve in curves
-            for path in curve.files
-        ]
-
     rule multiverse_runs:
         input:
-            multiverse_alternative_files,
+            lambda wildcards: alternative_files(MULTIVERSE, wildcards.alternative, RUN_FILE),
         output:
             f"{RESULTS}/multiverse/{{alternative}}.runs.tsv",
         log:

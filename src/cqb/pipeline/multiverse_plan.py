@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from ..analysis.multiverse import NO_CHANGE, Alternative, Multiverse
+from ..analysis.multiverse import NO_CHANGE, Alternative, Multiverse, alternative_curves
 from ..errors import ConfigError, config_error
 from .experiments import Run, check_values, instance_id
 
@@ -73,3 +73,9 @@ def merge_runs(plan_runs: dict, runs: Mapping) -> None:
                                      experiments=tuple(dict.fromkeys(known.experiments + run.experiments)))
         else:
             plan_runs[key] = run
+
+
+def alternative_files(multiverse: Multiverse, name: str, run_file: str) -> list[str]:
+    """The run files one column of Figure 8 reads (the inputs of its runs table)."""
+    curves = alternative_curves(multiverse, multiverse.alternative(name), run_file)
+    return [path for experiment in curves.values() for curve in experiment for path in curve.files]
