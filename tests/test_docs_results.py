@@ -34,6 +34,10 @@ def test_readme_shows_the_committed_claims_summary():
 def test_docs_pages_show_the_committed_figure_summaries(name, block):
     page = (REPO / DOCS_BLOCKS[(name, block)]).read_text()
     record = json.loads((RESULTS / "provenance.json").read_text())
+    if name == "fig8.md" and not (RESULTS / name).exists():
+        # Figure 8 is its own target: until its outputs are published the page says so
+        assert generated_block(page, block) == "Not yet run (`snakemake --cores 2 multiverse`)."
+        return
     summary = (RESULTS / name).read_text()
     assert generated_block(page, block) == (provenance_line(record) + "\n\n" + summary).strip("\n")
 
