@@ -1,16 +1,18 @@
-"""Hand-written mutants of the compiled kernel, each tried against the tests.
+"""Hand-written mutants of the simulation core, each tried against the tests.
 
-mutmut mutates Python only, so the C kernel gets these: plausible slips, each
-applied to a scratch copy of ``src/`` (never this checkout: a running pipeline
-would pick the mutant up), compiled there, and the kernel's tests run on it.
-A mutant that no test kills is reported; it means a test is missing.
+Plausible slips in cqb.sim._core (and the round loop's callers), each applied
+to a scratch copy of ``src/`` (never this checkout: a running pipeline would
+pick the mutant up), compiled there by the package's setup.py, and the core's
+tests run on it. A mutant that no test kills is reported; it means a test is
+missing. Prints the first test that failed for each mutant.
 
-Usage: python -m cqb.bench.kernel_mutants [--keep]      (from the repository root)
+Usage: python -m cqb.bench.kernel_mutants [--keep] [--only WORD ...]   (from the repository root)
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import subprocess
 import sys
@@ -18,97 +20,142 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[3]
-TESTS = ["tests/test_sim_kernel.py", "tests/test_sim_optimistic.py", "tests/test_sim_estimation.py"]
+TESTS = ["tests/test_sim_core.py", "tests/test_sim_estimation.py", "tests/test_sim_policies.py",
+         "tests/test_sim_optimistic.py", "tests/test_sim_simulate.py", "tests/test_sim_parameters.py"]
+CORE = "src/cqb/sim/_core.py"
 
-# (what the slip is, the exact source text, its replacement)
+# (what the slip is, the file, the exact source text, its replacement)
 MUTANTS = [
-    ("argmax: ties to the latest pair", "if (value > best) { best = value;", "if (value >= best) { best = value;"),
-    ("argmax: NaN not preferred", "if (isnan(value)) { best_position = i; best_server = k; goto done; }", ""),
-    # (Searching for the first id > scored_until instead of ≥ only scores one row twice: equivalent.)
-    ("refresh: the last scored job left out of the search", "        n_old = lo;\n", "        n_old = lo > 0 ? lo - 1 : 0;\n"),
-    ("refresh: newcomers treated as scored", "else if (fresh <= length && queue[length - fresh] == self->scored_until)",
-     "else if (fresh <= length)"),
-    ("refresh: only the first arrival id range-checked", "for (Py_ssize_t i = 0; i < length; i++)\n        if (queue[i] < 0",
-     "for (Py_ssize_t i = 0; i < 1; i++)\n        if (queue[i] < 0"),
-    ("update_job: column not marked stale", "    self->stale[k] = 1;\n", "\n"),
-    ("refresh: stale flag never cleared, column never refreshed", "if (!self->stale[k]) continue;", "continue;"),
-    ("schedule: one refit too many", "n < self->refit_min_samples ? n + 1", "n <= self->refit_min_samples ? n + 1"),
-    ("schedule: growth ignored", "n + (growth > 1 ? growth : 1)", "n + 1"),
-    ("width: d instead of 2d", "(double)(2 * self->dim) * log1p", "(double)(self->dim) * log1p"),
-    ("width: S term dropped", "(sqrt(inner) + norm_bound * sqrt(self->reg))", "(sqrt(inner))"),
-    ("Newton: step added", "theta[a] -= grad[a];", "theta[a] += grad[a];"),
-    ("Newton: gradient without the ridge", "grad[a] = self->reg * theta[a];", "grad[a] = 0.0;"),
-    ("online step: sign of the residual", "double residual = prob - outcome;", "double residual = outcome - prob;"),
-    ("Sherman–Morrison: H⁻¹ weight ignored", "1.0 / sqrt(1.0 / weight + dot(uh, x, d))",
-     "1.0 / sqrt(1.0 + dot(uh, x, d))"),
-    ("Sherman–Morrison: V⁻¹ not updated", "for (Py_ssize_t b = 0; b < d; b++) v_inv[a * d + b] -= u[a] * u[b];", ""),
-    # (Starting that sum at i ≤ j only adds zeros of the triangular L⁻¹: equivalent.)
-    ("inverse: diagonal term of the product skipped", "for (Py_ssize_t m = j; m < d; m++) s += out[m * d + i]",
-     "for (Py_ssize_t m = j + 1; m < d; m++) s += out[m * d + i]"),
-    ("Gram matrix: diagonal ridge dropped", "h[a * d + a] += diag_add;", ""),
-    ("Gram matrix: lower triangle not mirrored", "for (Py_ssize_t b = a + 1; b < d; b++) h[b * d + a] = h[a * d + b];",
-     ""),
-    ("non-zeros: negative entries dropped", "if (x[a] != 0.0) index[m++] = a;", "if (x[a] > 0.0) index[m++] = a;"),
-    ("dot: last element skipped", "for (; i < n; i++) s0 += a[i] * b[i];", "for (; i + 1 < n; i++) s0 += a[i] * b[i];"),
-    ("ball: projection never requested", "flags |= OUTSIDE_BALL;", "flags |= 0;"),
-    ("refit: V⁻¹ rebuilt without the ridge", "weighted_gram(x, NULL, n, d, self->ridge, h, self->index);",
-     "weighted_gram(x, NULL, n, d, self->reg, h, self->index);"),
-    ("score4: a job's sum takes another job's entry", "q3 += i3 * x3[a];", "q3 += i3 * x2[a];"),
-    ("score4: block written to the wrong server", "self->ucb[jobs[j] * K + k] = mean + bonus;",
-     "self->ucb[jobs[j] * K + (k + 1) % K] = mean + bonus;"),
-    ("refresh: leftovers of a block never scored", "for (Py_ssize_t j = 0; j < filled; j++) score(self, block[j], k);",
-     ""),
-    ("score: bonus without β", "(self->bonus_scale * self->widths[k]) * sqrt(quad)", "self->bonus_scale * sqrt(quad)"),
+    ("round loop: departed jobs not dropped from the heap (no lazy deletion)", CORE,
+     "while departed[heap_ids[0]]:", "while False:"),
+    ("heap: pop sifts down to the smaller child", CORE,
+     "if child + 1 < size and keys[child + 1] > keys[child]:", "if child + 1 < size and keys[child + 1] < keys[child]:"),
+    ("round loop: the queue shifted from one past the served job", CORE,
+     "for position in range(position, length - 1):", "for position in range(position + 1, length - 1):"),
+    ("round loop: the new-arrival flag of this round's arrival, not the last round's", CORE,
+     "t >= 2 and a_in[t - 2] != 0", "a_in[t - 1] != 0"),
+    ("plugin loop: the new-arrival flag dropped", CORE,
+     "self.policy.choose(t, self.queue_array[:length], bool(new_arrival))",
+     "self.policy.choose(t, self.queue_array[:length], False)"),
+    ("run_policy: the policy given other service coins than the trace's", "src/cqb/sim/simulate.py",
+     "play_rounds(chooser, trace.arrivals, trace.service_uniforms,",
+     "play_rounds(chooser, trace.arrivals, trace.service_uniforms[::-1],"),
+    ("argmax: ties to the latest pair", CORE,
+     "            if value > best:\n                best = value\n                chooser.position, chooser.server = i, k",
+     "            if value >= best:\n                best = value\n                chooser.position, chooser.server = i, k"),
+    ("argmax: NaN not preferred", CORE,
+     "            if isnan(value):\n                chooser.position, chooser.server = i, k\n                return", ""),
+    ("refresh: the last scored job left out of the search", CORE, "n_old = lo\n", "n_old = lo - 1 if lo > 0 else 0\n"),
+    ("refresh: newcomers treated as scored", CORE,
+     "elif fresh <= length and queue[length - fresh] == self.scored_until:", "elif fresh <= length:"),
+    ("refresh: only the first arrival id range-checked", CORE,
+     "        for i in range(length):\n            if not 0 <= queue[i] < self.n_contexts:",
+     "        for i in range(1):\n            if not 0 <= queue[i] < self.n_contexts:"),
+    ("learn: column not marked stale", CORE, "self._stale[server] = 1", "pass"),
+    ("refresh: stale columns never refreshed", CORE, "if self._stale[k]:", "if False:"),
+    ("score: bonus without β", CORE, "(self.bonus_scale * est._widths[k]) * sqrt(quad)", "self.bonus_scale * sqrt(quad)"),
+    ("score: index written to the wrong server", CORE, "self._ucb[job * K + k] = mean + bonus",
+     "self._ucb[job * K + (k + 1) % K] = mean + bonus"),
+    ("sparse quadratic form: a job's sum takes another entry", CORE,
+     "inner += mat[mo + index[p] * d + index[q]] * x[xo + index[q]]",
+     "inner += mat[mo + index[p] * d + index[q]] * x[xo + index[p]]"),
+    ("forced exploration: round-robin starts one server late", CORE,
+     "self.server = self.phase1_visits % K", "self.server = (self.phase1_visits + 1) % K"),
+    ("forced exploration: phase 1 one round short", CORE, "            if t <= self.tau:", "            if t < self.tau:"),
+    ("CQB-TS: noise not scaled by the bonus", CORE,
+     "scorer._means[cell] + scorer._bonuses[cell] * noise[i * K + k]", "scorer._means[cell] + noise[i * K + k]"),
+    ("Q-ThS: Beta arguments swapped", CORE,
+     "self.rng.beta(self.successes + 1.0, self.trials - self.successes + 1.0)",
+     "self.rng.beta(self.trials - self.successes + 1.0, self.successes + 1.0)"),
+    ("Q-UCB: bonus √(ln²t/n) instead of √(ln²t/(2n))", CORE,
+     "sqrt(squared_log / (2.0 * self._n[k]))", "sqrt(squared_log / self._n[k])"),
+    ("schedule: one refit too many", CORE, "n + 1 if n < self.refit_min_samples", "n + 1 if n <= self.refit_min_samples"),
+    ("schedule: growth ignored", CORE, "n + max(growth, 1)", "n + 1"),
+    ("width: d instead of 2d", CORE, "(2.0 * self.dim) * log1p", "(1.0 * self.dim) * log1p"),
+    ("width: S term dropped", CORE, "(sqrt(inner) + bound * sqrt(self.reg))", "(sqrt(inner))"),
+    ("Newton: step added", CORE, "self._mle[to + a] -= self._grad[a]", "self._mle[to + a] += self._grad[a]"),
+    ("Newton: gradient without the ridge", CORE, "self._grad[a] = self.reg * self._mle[to + a]", "self._grad[a] = 0.0"),
+    ("online step: sign of the residual", CORE, "(prob - outcome) * self._hx[a]", "(outcome - prob) * self._hx[a]"),
+    ("Sherman–Morrison: H⁻¹ weight ignored", CORE, "sqrt(1.0 / weight + quad_or_dot(self._uh",
+     "sqrt(1.0 + quad_or_dot(self._uh"),
+    ("Sherman–Morrison: V⁻¹ not updated", CORE, "self._inv[vo + a * d + b] -= self._u[a] * self._u[b]",
+     "self._inv[vo + a * d + b] -= 0.0"),
+    ("inverse: diagonal term of the product skipped", CORE, "s = dot(y, i * d + j, y, j * d + j, d - j)",
+     "s = dot(y, i * d + j + 1, y, j * d + j + 1, d - j - 1)"),
+    ("Gram matrix: diagonal ridge dropped", CORE, "h[a * d + a] += diag", "h[a * d + a] += 0.0"),
+    ("Gram matrix: lower triangle not mirrored", CORE, "h[b * d + a] = h[a * d + b]", "h[b * d + a] = 0.0"),
+    ("non-zeros: negative entries dropped", CORE, "if x[xo + a] != 0.0:", "if x[xo + a] > 0.0:"),
+    ("dot: last element skipped", CORE, "    while j < n:", "    while j + 1 < n:"),
+    ("ball: projection never applied", CORE, "self.project(k, norm, bound)", "pass"),
+    ("refit: V⁻¹ rebuilt with λ₀ instead of κλ₀", CORE, "self._w, False, n, d, self.ridge,",
+     "self._w, False, n, d, self.reg,"),
+    ("Filippi: returns its (radial) start", CORE, "for it in range(PROJECTION_MAX_ITER):", "for it in range(0):"),
+    ("Filippi: line search blind to the objective's rounding", CORE, "PROJECTION_NOISE = 1e-13", "PROJECTION_NOISE = 0.0"),
 ]
 
 
 def build(root: Path) -> None:
-    """Compile the scratch copy's kernel in place by the package's own setup.py:
-    its flags and the source hash baked into the module, as `pip install` builds it.
-    --force: a skipped rebuild would leave the last binary, which cqb then refuses
-    (its baked hash no longer matches the source), and a mutant would pass as killed."""
+    """Compile the scratch copy's core in place by the package's own setup.py
+    (its flags, its build record). --force: a skipped rebuild would leave the
+    last binary, which cqb then refuses (its record no longer matches the
+    source), and a mutant would pass as killed."""
     done = subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace", "--force"], cwd=root,
                           capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"build failed:\n{done.stderr[-3000:]}")
 
 
+def first_failure(output: str) -> str:
+    match = re.search(r"^(?:FAILED|ERROR) (\S+)", output, re.MULTILINE)
+    return match.group(1) if match else "(no test named)"
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
+    parser.add_argument("--only", nargs="+", help="run only the mutants whose description contains one of these")
     args = parser.parse_args(argv)
-    scratch = Path(tempfile.mkdtemp(prefix="cqb_kernel_mutants_"))
+    mutants = [m for m in MUTANTS if args.only is None or any(word in m[0] for word in args.only)]
+    # mutants of Python files first: they run on the pristine build
+    mutants.sort(key=lambda m: m[1] == CORE)
+    scratch = Path(tempfile.mkdtemp(prefix="cqb_core_mutants_"))
     survivors = []
     try:
-        shutil.copytree(REPO / "src", scratch / "src", ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+        shutil.copytree(REPO / "src", scratch / "src", ignore=shutil.ignore_patterns("*.so", "*.sha256", "__pycache__"))
         for name in ("setup.py", "pyproject.toml", "README.md"):  # what setup.py reads
             shutil.copy2(REPO / name, scratch / name)
         shutil.copytree(REPO / "tests", scratch / "tests", ignore=shutil.ignore_patterns("__pycache__"))
-        source = scratch / "src" / "cqb" / "sim" / "_kernel.c"
-        pristine = source.read_text()
+        pristine = {path: (scratch / path).read_text() for path in {m[1] for m in mutants} | {CORE}}
         env = {"PYTHONPATH": str(scratch / "src"), "PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1",
                "OPENBLAS_NUM_THREADS": "1"}
-        for description, old, new in [("(none: the tests must pass)", "", "")] + MUTANTS:
-            if old and pristine.count(old) != 1:
-                raise SystemExit(f"mutant {description!r}: its source text occurs {pristine.count(old)} times")
-            source.write_text(pristine.replace(old, new) if old else pristine)
-            build(scratch)
-            result = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *TESTS],
+        built = None  # the text of _core.py the current build is of
+        for description, path, old, new in [("(none: the tests must pass)", CORE, "", "")] + mutants:
+            if old and pristine[path].count(old) != 1:
+                raise SystemExit(f"mutant {description!r}: its source text occurs {pristine[path].count(old)} times")
+            for other, text in pristine.items():
+                (scratch / other).write_text(text.replace(old, new) if other == path and old else text)
+            core_text = (scratch / CORE).read_text()
+            if core_text != built:
+                build(scratch)
+                built = core_text
+            result = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+                                     "-m", "not slow and not slurm", *TESTS],
                                     cwd=scratch, env=env, capture_output=True, text=True)
             killed = result.returncode != 0
             if not old:
                 if killed:
                     print(result.stdout[-3000:])
-                    raise SystemExit("the unmutated kernel fails its tests")
-                print("unmutated kernel: tests pass")
+                    raise SystemExit("the unmutated core fails its tests")
+                print("unmutated core: tests pass", flush=True)
                 continue
-            print(f"{'killed  ' if killed else 'SURVIVED'} {description}")
+            print(f"{'killed  ' if killed else 'SURVIVED'} {description}"
+                  + (f"  <- {first_failure(result.stdout)}" if killed else ""), flush=True)
             if not killed:
                 survivors.append(description)
     finally:
         if not args.keep:
             shutil.rmtree(scratch)
-    print(f"{len(MUTANTS) - len(survivors)} of {len(MUTANTS)} mutants killed")
+    print(f"{len(mutants) - len(survivors)} of {len(mutants)} mutants killed")
     return 1 if survivors else 0
 
 
