@@ -474,6 +474,8 @@ def test_the_plugin_loop_and_the_compiled_loop_take_the_same_path(name, case):
 def plain_core():
     """src/cqb/sim/_core.py run as plain Python (Cython's shadow `cython` module
     makes the annotations no-ops), under another module name."""
+    if importlib.util.find_spec("cython") is None:
+        pytest.fail("the uncompiled core needs Cython's shadow module `cython`: pip install cython")
     spec = importlib.util.spec_from_file_location("cqb_sim_core_uncompiled", core_module.SOURCE)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
