@@ -1,97 +1,145 @@
-"""Hand-written mutants of the compiled simulation core, each tried against the tests.
+"""Hand-written mutants of the simulation core, each tried against the tests.
 
-mutmut cannot mutate code that runs compiled, so src/cqb/sim/_core.py gets
-these: plausible slips, each applied to a scratch copy of the checkout
-(never this one: a running pipeline would pick the mutant up), compiled
-there by its own setup.py, and the core's tests run on it. A mutant that no
-test kills is reported; it means a test is missing. Each build takes about
-a minute: ``--only`` picks mutants by a word of their description.
+Plausible slips in cqb.sim._core (and the round loop's callers), each applied
+to a scratch copy of ``src/`` (never this checkout: a running pipeline would
+pick the mutant up), compiled there by the package's setup.py, and the core's
+tests run on it. A mutant that no test kills is reported; it means a test is
+missing. Prints the first test that failed for each mutant.
 
-    python -m bench.core_mutants [--only WORD] [--tests FILE ...] [--keep]
+Usage: python -m bench.core_mutants [--keep] [--only WORD ...]   (from the repository root)
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from .trees import CHECKOUT
+REPO = Path(__file__).resolve().parents[1]
+TESTS = ["tests/test_sim_core.py", "tests/test_sim_estimation.py", "tests/test_sim_policies.py",
+         "tests/test_sim_optimistic.py", "tests/test_sim_simulate.py", "tests/test_sim_parameters.py"]
+CORE = "src/cqb/sim/_core.py"
 
-CORE = Path("src/cqb/sim/_core.py")
-TESTS = ["tests/test_sim_estimation.py", "tests/test_sim_optimistic.py", "tests/test_sim_policies.py",
-         "tests/test_sim_simulate.py"]
-
-# (what the slip is, the exact source text, its replacement)
+# (what the slip is, the file, the exact source text, its replacement)
 MUTANTS = [
-    ("argmax: ties to the latest pair", "            if value > best:\n", "            if value >= best:\n"),
-    ("argmax: NaN not preferred",
-     "            if isnan(value):\n                chooser.position, chooser.server = i, k\n                return\n", ""),
-    ("refresh: newcomers treated as scored",
+    ("round loop: departed jobs not dropped from the heap (no lazy deletion)", CORE,
+     "while departed[heap_ids[0]]:", "while False:"),
+    ("heap: pop sifts down to the smaller child", CORE,
+     "if child + 1 < size and keys[child + 1] > keys[child]:", "if child + 1 < size and keys[child + 1] < keys[child]:"),
+    ("round loop: the queue shifted from one past the served job", CORE,
+     "for position in range(position, length - 1):", "for position in range(position + 1, length - 1):"),
+    ("round loop: the new-arrival flag of this round's arrival, not the last round's", CORE,
+     "t >= 2 and a_in[t - 2] != 0", "a_in[t - 1] != 0"),
+    ("plugin loop: the new-arrival flag dropped", CORE,
+     "self.policy.choose(t, self.queue_array[:length], bool(new_arrival))",
+     "self.policy.choose(t, self.queue_array[:length], False)"),
+    ("run_policy: the policy given other service coins than the trace's", "src/cqb/sim/simulate.py",
+     "play_rounds(chooser, trace.arrivals, trace.service_uniforms,",
+     "play_rounds(chooser, trace.arrivals, trace.service_uniforms[::-1],"),
+    ("argmax: ties to the latest pair", CORE,
+     "            if value > best:\n                best = value\n                chooser.position, chooser.server = i, k",
+     "            if value >= best:\n                best = value\n                chooser.position, chooser.server = i, k"),
+    ("argmax: NaN not preferred", CORE,
+     "            if isnan(value):\n                chooser.position, chooser.server = i, k\n                return", ""),
+    ("refresh: the last scored job left out of the search", CORE, "n_old = lo\n", "n_old = lo - 1 if lo > 0 else 0\n"),
+    ("refresh: newcomers treated as scored", CORE,
      "elif fresh <= length and queue[length - fresh] == self.scored_until:", "elif fresh <= length:"),
-    ("refresh: stale columns never refreshed", "            if self._stale[k]:\n", "            if False:\n"),
-    ("learn: column not marked stale", "        self._stale[server] = 1\n", "        pass\n"),
-    ("score: downdate adds (uᵀx)²", "self._quads[cell] - inner * inner", "self._quads[cell] + inner * inner"),
-    ("score: bonus without β", "(self.bonus_scale * est._widths[k]) * sqrt(quad)", "self.bonus_scale * sqrt(quad)"),
-    ("schedule: one refit too many", "n + 1 if n < self.refit_min_samples", "n + 1 if n <= self.refit_min_samples"),
-    ("schedule: growth ignored", "n + max(growth, 1)", "n + 1"),
-    ("width: d instead of 2d", "(2.0 * self.dim) * log1p", "(1.0 * self.dim) * log1p"),
-    ("width: S term dropped", "(sqrt(inner) + bound * sqrt(self.reg))", "(sqrt(inner))"),
-    ("Newton: step added", "self._mle[to + a] -= self._grad[a]", "self._mle[to + a] += self._grad[a]"),
-    ("Newton: gradient without the ridge", "grad[a] = reg * theta[to + a]", "grad[a] = 0.0"),
-    ("online step: sign of the residual", "-= (prob - outcome) * self._hx[a]", "-= (outcome - prob) * self._hx[a]"),
-    ("Sherman–Morrison: H⁻¹ weight ignored", "sqrt(1.0 / weight + quad_or_dot", "sqrt(1.0 + quad_or_dot"),
-    ("Sherman–Morrison: V⁻¹ not updated", "        subtract_outer(self._inv, vo, self._u, d)\n", "\n"),
-    ("inverse: diagonal term of the product skipped", "for m in range(j, i):", "for m in range(j + 1, i):"),
-    ("Gram matrix: diagonal ridge dropped", "        h[a * d + a] += diag\n", "        h[a * d + a] += 0.0\n"),
-    ("non-zeros: negative entries dropped", "if x[xo + a] != 0.0:", "if x[xo + a] > 0.0:"),
-    ("dot: last elements skipped", "    while j < n:\n", "    while j + 1 < n:\n"),
-    ("ball: projection only far outside", "        if norm > bound:\n            self.project(",
-     "        if norm > 2.0 * bound:\n            self.project("),
+    ("refresh: only the first arrival id range-checked", CORE,
+     "        for i in range(length):\n            if not 0 <= queue[i] < self.n_contexts:",
+     "        for i in range(1):\n            if not 0 <= queue[i] < self.n_contexts:"),
+    ("learn: column not marked stale", CORE, "self._stale[server] = 1", "pass"),
+    ("refresh: stale columns never refreshed", CORE, "if self._stale[k]:", "if False:"),
+    ("score: bonus without β", CORE, "(self.bonus_scale * est._widths[k]) * sqrt(quad)", "self.bonus_scale * sqrt(quad)"),
+    ("score: index written to the wrong server", CORE, "self._ucb[cell] = mean + bonus",
+     "self._ucb[job * K + (k + 1) % K] = mean + bonus"),
+    ("sparse quadratic form: a job's sum takes another entry", CORE,
+     "inner += mat[mo + index[p] * d + index[q]] * x[xo + index[q]]",
+     "inner += mat[mo + index[p] * d + index[q]] * x[xo + index[p]]"),
+    ("forced exploration: round-robin starts one server late", CORE,
+     "self.server = self.phase1_visits % K", "self.server = (self.phase1_visits + 1) % K"),
+    ("forced exploration: phase 1 one round short", CORE, "            if t <= self.tau:", "            if t < self.tau:"),
+    ("CQB-TS: noise not scaled by the bonus", CORE,
+     "scorer._means[cell] + scorer._bonuses[cell] * noise[i * K + k]", "scorer._means[cell] + noise[i * K + k]"),
+    ("Q-ThS: Beta arguments swapped", CORE,
+     "self.rng.beta(self.successes + 1.0, self.trials - self.successes + 1.0)",
+     "self.rng.beta(self.trials - self.successes + 1.0, self.successes + 1.0)"),
+    ("Q-UCB: bonus √(ln²t/n) instead of √(ln²t/(2n))", CORE,
+     "sqrt(squared_log / (2.0 * self._n[k]))", "sqrt(squared_log / self._n[k])"),
+    ("schedule: one refit too many", CORE, "n + 1 if n < self.refit_min_samples", "n + 1 if n <= self.refit_min_samples"),
+    ("schedule: growth ignored", CORE, "n + max(growth, 1)", "n + 1"),
+    ("width: d instead of 2d", CORE, "(2.0 * self.dim) * log1p", "(1.0 * self.dim) * log1p"),
+    ("width: S term dropped", CORE, "(sqrt(inner) + bound * sqrt(self.reg))", "(sqrt(inner))"),
+    ("Newton: step added", CORE, "self._mle[to + a] -= self._grad[a]", "self._mle[to + a] += self._grad[a]"),
+    ("Newton: gradient without the ridge", CORE, "grad[a] = reg * theta[to + a]", "grad[a] = 0.0"),
+    ("online step: sign of the residual", CORE, "(prob - outcome) * self._hx[a]", "(outcome - prob) * self._hx[a]"),
+    ("Sherman–Morrison: H⁻¹ weight ignored", CORE, "sqrt(1.0 / weight + quad_or_dot(self._uh",
+     "sqrt(1.0 + quad_or_dot(self._uh"),
+    ("Sherman–Morrison: V⁻¹ not updated", CORE, "subtract_outer(self._inv, vo, self._u, d)", "pass"),
+    ("inverse: diagonal term of the product skipped", CORE, "s = dot(y, i * d + j, y, j * d + j, d - j)",
+     "s = dot(y, i * d + j + 1, y, j * d + j + 1, d - j - 1)"),
+    ("Hessian: diagonal ridge dropped", CORE, "h[a * d + a] += reg", "h[a * d + a] += 0.0"),
+    ("Gram matrix: lower triangle not mirrored", CORE, "h[b * d + a] = h[a * d + b]", "h[b * d + a] = 0.0"),
+    ("non-zeros: negative entries dropped", CORE, "if x[xo + a] != 0.0:", "if x[xo + a] > 0.0:"),
+    ("dot: last element skipped", CORE, "    while j < n:", "    while j + 1 < n:"),
+    ("ball: projection never applied", CORE, "self.project(k, norm, bound)", "pass"),
+    ("V⁻¹ started from λ₀I instead of κλ₀I", CORE, "self.inverses[:, 0] = np.eye(d) / self.ridge",
+     "self.inverses[:, 0] = np.eye(d) / self.reg"),
+    ("Filippi: returns its (radial) start", CORE, "for it in range(PROJECTION_MAX_ITER):", "for it in range(0):"),
+    ("Filippi: line search blind to the objective's rounding", CORE, "PROJECTION_NOISE = 1e-13", "PROJECTION_NOISE = 0.0"),
 ]
 
 
 def build(root: Path) -> None:
-    """Compile the scratch copy's core in place by its setup.py (its flags and
-    its build record, as `pip install` builds it). --force: a skipped rebuild
-    would leave the last binary, which cqb then refuses (its build record no
-    longer matches the source), and a mutant would pass as killed."""
+    """Compile the scratch copy's core in place by the package's own setup.py
+    (its flags, its build record). --force: a skipped rebuild would leave the
+    last binary, which cqb then refuses (its record no longer matches the
+    source), and a mutant would pass as killed."""
     done = subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--inplace", "--force"], cwd=root,
                           capture_output=True, text=True)
     if done.returncode != 0:
         raise SystemExit(f"build failed:\n{done.stderr[-3000:]}")
 
 
+def first_failure(output: str) -> str:
+    match = re.search(r"^(?:FAILED|ERROR) (\S+)", output, re.MULTILINE)
+    return match.group(1) if match else "(no test named)"
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", metavar="WORD", help="only the mutants whose description contains WORD")
-    parser.add_argument("--tests", nargs="+", default=TESTS, help="the test files to run (paths in the checkout)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
+    parser.add_argument("--only", nargs="+", help="run only the mutants whose description contains one of these")
     args = parser.parse_args(argv)
-    chosen = [m for m in MUTANTS if args.only is None or args.only.lower() in m[0].lower()]
-    pristine = (CHECKOUT / CORE).read_text()
-    for description, old, _ in MUTANTS:  # every mutant still applies: the core may have moved on
-        if pristine.count(old) != 1:
-            raise SystemExit(f"mutant {description!r}: its source text occurs {pristine.count(old)} times in {CORE}")
+    mutants = [m for m in MUTANTS if args.only is None or any(word in m[0] for word in args.only)]
+    # mutants of Python files first: they run on the pristine build
+    mutants.sort(key=lambda m: m[1] == CORE)
     scratch = Path(tempfile.mkdtemp(prefix="cqb_core_mutants_"))
     survivors = []
     try:
-        ignore = shutil.ignore_patterns("*.so", "__pycache__", "job-client", "_core.sha256")
-        shutil.copytree(CHECKOUT / "src", scratch / "src", ignore=ignore)
-        shutil.copytree(CHECKOUT / "tests", scratch / "tests", ignore=ignore)
-        for name in ("setup.py", "pyproject.toml", "README.md"):  # what the build and the tests read
-            shutil.copy2(CHECKOUT / name, scratch / name)
-        source = scratch / CORE
+        shutil.copytree(REPO / "src", scratch / "src", ignore=shutil.ignore_patterns("*.so", "*.sha256", "__pycache__"))
+        for name in ("setup.py", "pyproject.toml", "README.md"):  # what setup.py reads
+            shutil.copy2(REPO / name, scratch / name)
+        shutil.copytree(REPO / "tests", scratch / "tests", ignore=shutil.ignore_patterns("__pycache__"))
+        pristine = {path: (scratch / path).read_text() for path in {m[1] for m in mutants} | {CORE}}
         env = {"PYTHONPATH": str(scratch / "src"), "PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1",
                "OPENBLAS_NUM_THREADS": "1"}
-        for description, old, new in [("(none: the tests must pass)", "", "")] + chosen:
-            source.write_text(pristine.replace(old, new) if old else pristine)
-            build(scratch)
+        built = None  # the text of _core.py the current build is of
+        for description, path, old, new in [("(none: the tests must pass)", CORE, "", "")] + mutants:
+            if old and pristine[path].count(old) != 1:
+                raise SystemExit(f"mutant {description!r}: its source text occurs {pristine[path].count(old)} times")
+            for other, text in pristine.items():
+                (scratch / other).write_text(text.replace(old, new) if other == path and old else text)
+            core_text = (scratch / CORE).read_text()
+            if core_text != built:
+                build(scratch)
+                built = core_text
             result = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
-                                     *args.tests], cwd=scratch, env=env, capture_output=True, text=True)
+                                     "-m", "not slow and not slurm", *TESTS],
+                                    cwd=scratch, env=env, capture_output=True, text=True)
             killed = result.returncode != 0
             if not old:
                 if killed:
@@ -99,13 +147,14 @@ def main(argv=None) -> int:
                     raise SystemExit("the unmutated core fails its tests")
                 print("unmutated core: tests pass", flush=True)
                 continue
-            print(f"{'killed  ' if killed else 'SURVIVED'} {description}", flush=True)
+            print(f"{'killed  ' if killed else 'SURVIVED'} {description}"
+                  + (f"  <- {first_failure(result.stdout)}" if killed else ""), flush=True)
             if not killed:
                 survivors.append(description)
     finally:
         if not args.keep:
             shutil.rmtree(scratch)
-    print(f"{len(chosen) - len(survivors)} of {len(chosen)} mutants killed")
+    print(f"{len(mutants) - len(survivors)} of {len(mutants)} mutants killed")
     return 1 if survivors else 0
 
 

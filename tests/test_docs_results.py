@@ -7,7 +7,7 @@ import pytest
 
 from conftest import REPO
 from cqb.sim.code_hash import simulation_code_hash
-from cqb.pipeline.results import DOCS_BLOCKS, generated_block, provenance_line
+from cqb.pipeline.results import DOCS_BLOCKS, block_text, generated_block, provenance_line
 
 RESULTS = REPO / "docs" / "results"
 
@@ -38,7 +38,7 @@ def test_docs_pages_show_the_committed_figure_summaries(name, block):
         # Figure 8 is its own target: until its outputs are published the page says so
         assert generated_block(page, block) == "Not yet run (`snakemake --cores 2 multiverse`)."
         return
-    summary = (RESULTS / name).read_text()
+    summary = block_text(name, (RESULTS / name).read_text())
     assert generated_block(page, block) == (provenance_line(record) + "\n\n" + summary).strip("\n")
 
 

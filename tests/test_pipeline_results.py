@@ -76,10 +76,13 @@ def test_publish_copies_the_files_and_splices_the_readme_and_the_docs(tmp_path):
     assert "1 holds" in summary
     # Figures 5 and 7: their docs pages, not the README
     (source / "fig5_summary.md").write_text("slopes\n")
-    (source / "fig7.md").write_text("grid\n")
+    (source / "fig7.md").write_text("grid\n\n| cell |\n| --- |\n| a |\n")
     publish(source, docs / "results", readme)
     assert generated_block((docs / "figures.md").read_text(), "rates").endswith("slopes")
-    assert generated_block((docs / "figures.md").read_text(), "fig7").endswith("grid")
+    # Figure 7's page shows the prose and links the table, which stays in docs/results/fig7.md
+    fig7 = generated_block((docs / "figures.md").read_text(), "fig7")
+    assert fig7.endswith("grid\n\nEvery cell's numbers: [results/fig7.md](results/fig7.md).") and "| a |" not in fig7
+    assert "| a |" in (docs / "results" / "fig7.md").read_text()
     assert (docs / "results" / "fig5_summary.md").exists()
     # the timings: the last full run in the README, the whole table in benchmarks.md
     (docs / "results" / "timings.tsv").write_text(

@@ -62,184 +62,6 @@ def sparse_pool(dim, n_servers, seed, ones=1):
     return pool_instance(theta, rows, 0.6)
 
 
-SYNTHETIC = {"kind": "synthetic", "n_servers": 5, "dim": 5, "arrival_rate": 0.7, "slack": 0.1}
-
-# (instance or spec, horizon, seed, estimator parameters): ≥ 10 cases
-LOOP_CASES = [
-    (SYNTHETIC, 1500, 0, {}),
-    ({**SYNTHETIC, "n_servers": 3, "dim": 2, "arrival_rate": 0.6, "slack": 0.15}, 1500, 1, {}),
-    ({**SYNTHETIC, "n_servers": 2, "dim": 8, "arrival_rate": 0.5}, 1500, 2, {}),
-    ({**SYNTHETIC, "n_servers": 4, "dim": 3}, 1500, 3, {"norm_bound": 0.5}),  # Filippi active
-    ({**SYNTHETIC, "n_servers": 4, "dim": 3}, 1500, 3, {"norm_bound": 0.5, "projection": "euclidean"}),
-    ("one-hot", 1500, 4, {}),
-    ("sparse", 800, 5, {"norm_bound": 1.0}),  # sparse contexts with Filippi active
-    ({**SYNTHETIC, "n_servers": 9, "slack": 0.05}, 1200, 6, {}),
-    (SYNTHETIC, 500, 7, {"refit_growth": 0.0}),  # a refit at every sample
-    ({**SYNTHETIC, "n_servers": 3, "dim": 4}, 1200, 8, {"newton_max_iter": 1, "design_reg": "plain"}),
-    (SYNTHETIC, 1200, 9, {"phase1_server": "uniform"}),
-]
-
-
-def instance_of(spec, seed):
-    if spec == "one-hot":
-        return sparse_pool(12, 3, seed)
-    if spec == "sparse":
-        return sparse_pool(30, 2, seed, ones=4)
-    return spec
-
-
-def drop_unknown(name, params):
-    """phase1_server belongs to CQB-ε and CQB-η-2 only."""
-    if params and "phase1_server" in params and name not in ("cqb_eps", "cqb_eta2"):
-        params = {key: value for key, value in params.items() if key != "phase1_server"}
-    return params
-
-
-@pytest.mark.parametrize("case", range(len(LOOP_CASES)))
-@pytest.mark.parametrize("name", POLICIES)
-def test_the_plugin_loop_and_the_compiled_loop_take_the_same_path(name, case):
-    """The policy's Python choose/observe, called by PolicyChooser every round,
-    against its compiled chooser called by play_rounds directly: the same queue,
-    gap, exploration flags and departures, round for round."""
-    spec, horizon, seed, extra = LOOP_CASES[case]
-    instance, _, trace, _ = draw(instance_of(spec, seed), horizon, seed)
-    params = drop_unknown(name, policy_params(name, horizon, extra))
-    compiled, _ = play(instance, trace, name, params, seed)
-    record = {}
-    plugin, _ = play(instance, trace, name, params, seed, record)
-    decisions = int((compiled.queue > 0).sum())
-    assert len(record["rounds"]) == decisions > 0.4 * horizon  # the plugin path ran every decision
-    for field in ("queue", "gap", "explored", "departures"):
-        np.testing.assert_array_equal(getattr(plugin, field), getattr(compiled, field), err_msg=field)
-    assert compiled.departures.sum() > 0.3 * horizon
-
-
-# ------------------------------------------------------- compiled against uncompiled
-
-
-@pytest.fixture(scope="module")
-def plain_core():
-    """src/cqb/sim/_core.py run as plain Python (Cython's shadow `cython` module
-    makes the annotations no-ops), under another module name."""
-    spec = importlib.util.spec_from_file_location("cqb_sim_core_uncompiled", core_module.SOURCE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    assert not module.COMPILED and core().COMPILED
-    return module
-
-
-def ulps(a, b):
-    """The largest distance in units of the last place between two float arrays."""
-    a, b = np.asarray(a, dtype=np.float64).ravel(), np.asarray(b, dtype=np.float64).ravel()
-    assert np.array_equal(np.isnan(a), np.isnan(b))
-    a, b = a[~np.isnan(a)], b[~np.isnan(b)]
-    ia, ib = a.view(np.int64), b.view(np.int64)
-    ia = np.where(ia < 0, np.int64(-2 ** 63) - ia, ia)  # two's-complement order of floats
-    ib = np.where(ib < 0, np.int64(-2 ** 63) - ib, ib)
-    return int(np.abs(ia - ib).max()) if a.size else 0
-
-
-def policy_state(policy):
-    """Every array a built-in policy's run leaves behind."""
-    state = {}
-    scorer = getattr(policy, "scorer", None)
-    if scorer is not None:
-        est = scorer.estimator
-        for field in ("features", "outcomes", "counts", "mle", "theta", "inverses", "next_refit", "widths"):
-            state[field] = np.array(getattr(est, field))
-        state["refits"], state["projections"] = est.refits, est.projections
-        for field in ("means", "bonuses", "ucb", "stale"):
-            state[field] = np.array(getattr(scorer, field))
-    chooser = getattr(policy, "chooser", None)
-    for field in ("successes", "trials"):
-        if hasattr(chooser, field):
-            state[field] = np.array(getattr(chooser, field))
-    rng = getattr(chooser, "rng", None) or getattr(policy, "rng", None)
-    if rng is not None:
-        state["rng"] = rng.bit_generator.state
-    return state
-
-
-UNCOMPILED_CASES = [  # small: the uncompiled core is ~100× slower
-    ({**SYNTHETIC, "n_servers": 3, "dim": 3, "arrival_rate": 0.6, "slack": 0.15}, 250, 1, {}),
-    ("one-hot-4", 250, 2, {}),
-    ({**SYNTHETIC, "n_servers": 2, "dim": 4}, 250, 3, {"norm_bound": 0.4}),  # Filippi active
-]
-
-
-@pytest.mark.parametrize("case", range(len(UNCOMPILED_CASES)))
-@pytest.mark.parametrize("name", POLICIES)
-def test_the_compiled_core_is_the_uncompiled_source_to_the_bit(monkeypatch, plain_core, name, case):
-    spec, horizon, seed, extra = UNCOMPILED_CASES[case]
-    spec = sparse_pool(4, 2, seed) if spec == "one-hot-4" else spec
-    instance, _, trace, _ = draw(spec, horizon, seed)
-    params = policy_params(name, horizon, extra)
-    runs, states = [], []
-    for module in (core(), plain_core):
-        monkeypatch.setattr(core_module, "_CORE", module)  # what every policy and run_policy build on
-        policy, _ = make_policy(name, policy_env(instance, horizon), trace.contexts, stream(seed, "policy"),
-                                params, true_means=trace.true_means)
-        assert type(policy.chooser).__module__ == module.__name__
-        runs.append(run_policy(policy, trace))
-        states.append(policy_state(policy))
-    compiled, plain = runs
-    for field in ("queue", "gap", "explored", "departures"):
-        np.testing.assert_array_equal(getattr(plain, field), getattr(compiled, field), err_msg=field)
-    assert states[0].keys() == states[1].keys()
-    for field, value in states[0].items():
-        if isinstance(value, np.ndarray) and value.dtype == np.float64:
-            assert ulps(value, states[1][field]) == 0, field
-        else:
-            assert value == states[1][field] if not isinstance(value, np.ndarray) \
-                else np.array_equal(value, states[1][field]), field
-    if name in ESTIMATOR_POLICIES and case == 2:
-        assert states[0]["projections"] > 10  # the projection ran in both
-
-
-@pytest.mark.parametrize("projection", ["filippi", "euclidean"])
-@pytest.mark.parametrize("dim, ones", [(4, None), (8, 2)])
-def test_the_uncompiled_estimator_gives_the_compiled_state_after_every_update(plain_core, projection, dim, ones):
-    """Refits, online steps, dense and sparse rank-one updates, projections:
-    every array of both estimators equal after every update."""
-    rng = np.random.default_rng(dim)
-    params = estimator_params(norm_bound=0.6, projection=projection, reg=0.5)
-    estimators = [module.Estimator(2, dim, 150, params) for module in (core(), plain_core)]
-    theta_true = rng.normal(size=dim) * 3
-    for i in range(200):
-        if ones is None:
-            x = rng.normal(size=dim) / math.sqrt(dim)
-        else:
-            x = np.zeros(dim)
-            x[rng.choice(dim, ones, replace=False)] = rng.choice([-1.0, 1.0], ones)
-        server, outcome = int(rng.integers(2)), float(rng.random() < logistic(x @ theta_true))
-        if estimators[0].counts[server] == 150:
-            continue
-        refitted = [est.update(server, x, outcome) for est in estimators]
-        assert refitted[0] == refitted[1]
-        for field in ("mle", "theta", "inverses", "widths", "counts", "next_refit"):
-            a, b = getattr(estimators[0], field), getattr(estimators[1], field)
-            assert a.tobytes() == b.tobytes(), f"update {i}: {field}"
-    assert estimators[0].projections == estimators[1].projections > 20
-    assert estimators[0].refits == estimators[1].refits
-
-
-def test_the_uncompiled_projection_and_screen_are_the_compiled_ones(plain_core):
-    rng = np.random.default_rng(3)
-    for n, d in [(2, 2), (30, 3), (12, 6), (60, 4)]:
-        X = rng.standard_normal((n, d)) / math.sqrt(d)
-        mle = 3.0 * rng.standard_normal(d)
-        design_inv = np.linalg.inv(X.T @ X + 5.0 * np.eye(d))
-        bound = 0.4 * float(np.linalg.norm(mle))
-        start = mle * bound / np.linalg.norm(mle)
-        results = [module.filippi_projection(X, mle, design_inv, 1.0, bound, start) for module in (core(), plain_core)]
-        assert results[0].tobytes() == results[1].tobytes()
-        assert not np.array_equal(results[0], start)
-    raw, theta = rng.uniform(-1, 1, size=(2000, 4)), rng.uniform(-1, 1, size=(3, 4))
-    codes = [np.empty(2000, dtype=np.uint8) for _ in range(2)]
-    counts = [module.screen_contexts(raw, theta, 0.2, 0.5, c) for module, c in zip((core(), plain_core), codes)]
-    assert counts[0] == counts[1] > 0 and np.array_equal(codes[0], codes[1]) and (codes[0] == 2).any()
-
-
 # ------------------------------------------------------- the estimator, every update
 
 
@@ -588,3 +410,186 @@ def test_an_uncompiled_core_is_refused_unless_asked_for(monkeypatch, plain_core)
         core()
     monkeypatch.setenv("CQB_UNCOMPILED", "1")
     assert core() is plain_core
+
+
+# ------------------------------------------------------- the plugin loop and the compiled loop
+
+
+SYNTHETIC = {"kind": "synthetic", "n_servers": 5, "dim": 5, "arrival_rate": 0.7, "slack": 0.1}
+
+# (instance or spec, horizon, seed, estimator parameters): ≥ 10 cases
+LOOP_CASES = [
+    (SYNTHETIC, 1500, 0, {}),
+    ({**SYNTHETIC, "n_servers": 3, "dim": 2, "arrival_rate": 0.6, "slack": 0.15}, 1500, 1, {}),
+    ({**SYNTHETIC, "n_servers": 2, "dim": 8, "arrival_rate": 0.5}, 1500, 2, {}),
+    ({**SYNTHETIC, "n_servers": 4, "dim": 3}, 1500, 3, {"norm_bound": 0.5}),  # Filippi active
+    ({**SYNTHETIC, "n_servers": 4, "dim": 3}, 1500, 3, {"norm_bound": 0.5, "projection": "euclidean"}),
+    ("one-hot", 1500, 4, {}),
+    ("sparse", 800, 5, {"norm_bound": 1.0}),  # sparse contexts with Filippi active
+    ({**SYNTHETIC, "n_servers": 9, "slack": 0.05}, 1200, 6, {}),
+    (SYNTHETIC, 500, 7, {"refit_growth": 0.0}),  # a refit at every sample
+    ({**SYNTHETIC, "n_servers": 3, "dim": 4}, 1200, 8, {"newton_max_iter": 1, "design_reg": "plain"}),
+    (SYNTHETIC, 1200, 9, {"phase1_server": "uniform"}),
+]
+
+
+def instance_of(spec, seed):
+    if spec == "one-hot":
+        return sparse_pool(12, 3, seed)
+    if spec == "sparse":
+        return sparse_pool(30, 2, seed, ones=4)
+    return spec
+
+
+def drop_unknown(name, params):
+    """phase1_server belongs to CQB-ε and CQB-η-2 only."""
+    if params and "phase1_server" in params and name not in ("cqb_eps", "cqb_eta2"):
+        params = {key: value for key, value in params.items() if key != "phase1_server"}
+    return params
+
+
+@pytest.mark.parametrize("case", range(len(LOOP_CASES)))
+@pytest.mark.parametrize("name", POLICIES)
+def test_the_plugin_loop_and_the_compiled_loop_take_the_same_path(name, case):
+    """The policy's Python choose/observe, called by PolicyChooser every round,
+    against its compiled chooser called by play_rounds directly: the same queue,
+    gap, exploration flags and departures, round for round."""
+    spec, horizon, seed, extra = LOOP_CASES[case]
+    instance, _, trace, _ = draw(instance_of(spec, seed), horizon, seed)
+    params = drop_unknown(name, policy_params(name, horizon, extra))
+    compiled, _ = play(instance, trace, name, params, seed)
+    record = {}
+    plugin, _ = play(instance, trace, name, params, seed, record)
+    decisions = int((compiled.queue > 0).sum())
+    assert len(record["rounds"]) == decisions > 0.4 * horizon  # the plugin path ran every decision
+    for field in ("queue", "gap", "explored", "departures"):
+        np.testing.assert_array_equal(getattr(plugin, field), getattr(compiled, field), err_msg=field)
+    assert compiled.departures.sum() > 0.3 * horizon
+
+
+# ------------------------------------------------------- compiled against uncompiled
+
+
+@pytest.fixture(scope="module")
+def plain_core():
+    """src/cqb/sim/_core.py run as plain Python (Cython's shadow `cython` module
+    makes the annotations no-ops), under another module name."""
+    if importlib.util.find_spec("cython") is None:
+        pytest.fail("the uncompiled core needs Cython's shadow module `cython`: pip install cython")
+    spec = importlib.util.spec_from_file_location("cqb_sim_core_uncompiled", core_module.SOURCE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert not module.COMPILED and core().COMPILED
+    return module
+
+
+def ulps(a, b):
+    """The largest distance in units of the last place between two float arrays."""
+    a, b = np.asarray(a, dtype=np.float64).ravel(), np.asarray(b, dtype=np.float64).ravel()
+    assert np.array_equal(np.isnan(a), np.isnan(b))
+    a, b = a[~np.isnan(a)], b[~np.isnan(b)]
+    ia, ib = a.view(np.int64), b.view(np.int64)
+    ia = np.where(ia < 0, np.int64(-2 ** 63) - ia, ia)  # two's-complement order of floats
+    ib = np.where(ib < 0, np.int64(-2 ** 63) - ib, ib)
+    return int(np.abs(ia - ib).max()) if a.size else 0
+
+
+def policy_state(policy):
+    """Every array a built-in policy's run leaves behind."""
+    state = {}
+    scorer = getattr(policy, "scorer", None)
+    if scorer is not None:
+        est = scorer.estimator
+        for field in ("features", "outcomes", "counts", "mle", "theta", "inverses", "next_refit", "widths"):
+            state[field] = np.array(getattr(est, field))
+        state["refits"], state["projections"] = est.refits, est.projections
+        for field in ("means", "bonuses", "ucb", "stale"):
+            state[field] = np.array(getattr(scorer, field))
+    chooser = getattr(policy, "chooser", None)
+    for field in ("successes", "trials"):
+        if hasattr(chooser, field):
+            state[field] = np.array(getattr(chooser, field))
+    rng = getattr(chooser, "rng", None) or getattr(policy, "rng", None)
+    if rng is not None:
+        state["rng"] = rng.bit_generator.state
+    return state
+
+
+UNCOMPILED_CASES = [  # small: the uncompiled core is ~100× slower
+    ({**SYNTHETIC, "n_servers": 3, "dim": 3, "arrival_rate": 0.6, "slack": 0.15}, 250, 1, {}),
+    ("one-hot-4", 250, 2, {}),
+    ({**SYNTHETIC, "n_servers": 2, "dim": 4}, 250, 3, {"norm_bound": 0.4}),  # Filippi active
+]
+
+
+@pytest.mark.parametrize("case", range(len(UNCOMPILED_CASES)))
+@pytest.mark.parametrize("name", POLICIES)
+def test_the_compiled_core_is_the_uncompiled_source_to_the_bit(monkeypatch, plain_core, name, case):
+    spec, horizon, seed, extra = UNCOMPILED_CASES[case]
+    spec = sparse_pool(4, 2, seed) if spec == "one-hot-4" else spec
+    instance, _, trace, _ = draw(spec, horizon, seed)
+    params = policy_params(name, horizon, extra)
+    runs, states = [], []
+    for module in (core(), plain_core):
+        monkeypatch.setattr(core_module, "_CORE", module)  # what every policy and run_policy build on
+        policy, _ = make_policy(name, policy_env(instance, horizon), trace.contexts, stream(seed, "policy"),
+                                params, true_means=trace.true_means)
+        assert type(policy.chooser).__module__ == module.__name__
+        runs.append(run_policy(policy, trace))
+        states.append(policy_state(policy))
+    compiled, plain = runs
+    for field in ("queue", "gap", "explored", "departures"):
+        np.testing.assert_array_equal(getattr(plain, field), getattr(compiled, field), err_msg=field)
+    assert states[0].keys() == states[1].keys()
+    for field, value in states[0].items():
+        if isinstance(value, np.ndarray) and value.dtype == np.float64:
+            assert ulps(value, states[1][field]) == 0, field
+        else:
+            assert value == states[1][field] if not isinstance(value, np.ndarray) \
+                else np.array_equal(value, states[1][field]), field
+    if name in ESTIMATOR_POLICIES and case == 2:
+        assert states[0]["projections"] > 10  # the projection ran in both
+
+
+@pytest.mark.parametrize("projection", ["filippi", "euclidean"])
+@pytest.mark.parametrize("dim, ones", [(4, None), (8, 2)])
+def test_the_uncompiled_estimator_gives_the_compiled_state_after_every_update(plain_core, projection, dim, ones):
+    """Refits, online steps, dense and sparse rank-one updates, projections:
+    every array of both estimators equal after every update."""
+    rng = np.random.default_rng(dim)
+    params = estimator_params(norm_bound=0.6, projection=projection, reg=0.5)
+    estimators = [module.Estimator(2, dim, 150, params) for module in (core(), plain_core)]
+    theta_true = rng.normal(size=dim) * 3
+    for i in range(200):
+        if ones is None:
+            x = rng.normal(size=dim) / math.sqrt(dim)
+        else:
+            x = np.zeros(dim)
+            x[rng.choice(dim, ones, replace=False)] = rng.choice([-1.0, 1.0], ones)
+        server, outcome = int(rng.integers(2)), float(rng.random() < logistic(x @ theta_true))
+        if estimators[0].counts[server] == 150:
+            continue
+        refitted = [est.update(server, x, outcome) for est in estimators]
+        assert refitted[0] == refitted[1]
+        for field in ("mle", "theta", "inverses", "widths", "counts", "next_refit"):
+            a, b = getattr(estimators[0], field), getattr(estimators[1], field)
+            assert a.tobytes() == b.tobytes(), f"update {i}: {field}"
+    assert estimators[0].projections == estimators[1].projections > 20
+    assert estimators[0].refits == estimators[1].refits
+
+
+def test_the_uncompiled_projection_and_screen_are_the_compiled_ones(plain_core):
+    rng = np.random.default_rng(3)
+    for n, d in [(2, 2), (30, 3), (12, 6), (60, 4)]:
+        X = rng.standard_normal((n, d)) / math.sqrt(d)
+        mle = 3.0 * rng.standard_normal(d)
+        design_inv = np.linalg.inv(X.T @ X + 5.0 * np.eye(d))
+        bound = 0.4 * float(np.linalg.norm(mle))
+        start = mle * bound / np.linalg.norm(mle)
+        results = [module.filippi_projection(X, mle, design_inv, 1.0, bound, start) for module in (core(), plain_core)]
+        assert results[0].tobytes() == results[1].tobytes()
+        assert not np.array_equal(results[0], start)
+    raw, theta = rng.uniform(-1, 1, size=(2000, 4)), rng.uniform(-1, 1, size=(3, 4))
+    codes = [np.empty(2000, dtype=np.uint8) for _ in range(2)]
+    counts = [module.screen_contexts(raw, theta, 0.2, 0.5, c) for module, c in zip((core(), plain_core), codes)]
+    assert counts[0] == counts[1] > 0 and np.array_equal(codes[0], codes[1]) and (codes[0] == 2).any()

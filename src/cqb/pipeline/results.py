@@ -242,6 +242,23 @@ DOCS_BLOCKS = {("fig5_summary.md", "rates"): "docs/figures.md",
                ("fig8.md", "fig8"): "docs/figures.md"}
 
 
+# Pages that show a summary's prose only, its tables linked (the page's size)
+PROSE_ONLY = {"fig7.md": "results/fig7.md"}
+
+
+def block_text(name: str, summary: str) -> str:
+    """What a docs page's generated block shows of the summary ``name``: all
+    of it, or (PROSE_ONLY) the lines before its first table and a link to it."""
+    if name not in PROSE_ONLY:
+        return summary
+    prose = []
+    for line in summary.splitlines():
+        if line.startswith("|"):
+            break
+        prose.append(line)
+    return "\n".join(prose).rstrip("\n") + f"\n\nEvery cell's numbers: [{PROSE_ONLY[name]}]({PROSE_ONLY[name]}).\n"
+
+
 def publish(source: Path, destination: Path, readme: Path) -> list[str]:
     """Copy the generated result files from ``source`` (the pipeline's
     output folder) into ``destination`` (docs/results/), splice the README's
@@ -275,7 +292,7 @@ def publish(source: Path, destination: Path, readme: Path) -> list[str]:
     for (name, block), page in DOCS_BLOCKS.items():
         if (source / name).exists():
             written += _splice_page(readme.parent / page, block,
-                                    provenance_line(record) + "\n\n" + (source / name).read_text())
+                                    provenance_line(record) + "\n\n" + block_text(name, (source / name).read_text()))
     if (source / "report.html").exists():
         written += publish_report(source, destination)
     written += publish_candidates(source, destination)
