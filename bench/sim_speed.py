@@ -42,29 +42,18 @@ BASE_INSTANCE = {**BASE_INSTANCE, "min_accept_rate": 0.005}
 POLICIES = "cqb_opt,cqb_ts,cqb_eps,cqb_eta2,cqb_eps_opt,q_ths,q_ucb,random,oracle"
 
 WORKER = """
-import json, sys, time
-from cqb.sim.simulate import simulate
-spec, policy, horizon, seeds = json.loads(sys.stdin.read())
-simulate(spec, policy, None, horizon, seeds[0])  # warm-up: lazy imports, first-use caches
-start = time.process_time()
-for seed in seeds:
-    simulate(spec, policy, None, horizon, seed)
-print((time.process_time() - start) / len(seeds))
-"""
-
-
-CACHED_WORKER = """
 import json, os, sys, tempfile, time
 from cqb.sim.simulate import draw, simulate
 from cqb.sim.trace import save_trace
-spec, policy, horizon, seeds = json.loads(sys.stdin.read())
+spec, policy, horizon, seeds, cached = json.loads(sys.stdin.read())
 with tempfile.TemporaryDirectory() as folder:
-    files = []
-    for seed in seeds:
-        instance, _, trace, oracle_path = draw(spec, horizon, seed)
-        files.append(os.path.join(folder, f"{seed}.npz"))
-        save_trace(files[-1], instance, spec, horizon, seed, trace, oracle_path)
-    simulate(spec, policy, None, horizon, seeds[0], trace_file=files[0])  # warm-up
+    files = [None] * len(seeds)  # None: each run draws its own trace
+    if cached:  # each seed's trace file drawn first, untimed
+        for i, seed in enumerate(seeds):
+            instance, _, trace, oracle_path = draw(spec, horizon, seed)
+            files[i] = os.path.join(folder, f"{seed}.npz")
+            save_trace(files[i], instance, spec, horizon, seed, trace, oracle_path)
+    simulate(spec, policy, None, horizon, seeds[0], trace_file=files[0])  # warm-up: lazy imports, first-use caches
     start = time.process_time()
     for seed, path in zip(seeds, files):
         simulate(spec, policy, None, horizon, seed, trace_file=path)
@@ -98,7 +87,7 @@ def _worker(src: Path, code: str, payload, what: str, cwd=None) -> str:
 
 
 def cpu_per_run(src: Path, spec: dict, policy: str, horizon: int, seeds: list[int], cached: bool = False) -> float:
-    return float(_worker(src, CACHED_WORKER if cached else WORKER, [spec, policy, horizon, seeds], policy))
+    return float(_worker(src, WORKER, [spec, policy, horizon, seeds, cached], policy))
 
 
 def sampled_jobs(log: Path, size: int, seed: int) -> list[dict]:
