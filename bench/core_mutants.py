@@ -30,6 +30,15 @@ MUTANTS = [
      "while departed[heap_ids[0]]:", "while False:"),
     ("heap: pop sifts down to the smaller child", CORE,
      "if child + 1 < size and keys[child + 1] > keys[child]:", "if child + 1 < size and keys[child + 1] < keys[child]:"),
+    ("oracle's heap: this round's arrival served before the service test", CORE,
+     "        if size and u_in[t] <= heap_keys[0]:\n            size = heap_pop(heap_keys, heap_ids, size)\n"
+     "        if a_in[t]:\n            size = heap_push(heap_keys, heap_ids, size, best_mean[next_id], next_id)\n"
+     "            next_id += 1\n",
+     "        if a_in[t]:\n            size = heap_push(heap_keys, heap_ids, size, best_mean[next_id], next_id)\n"
+     "            next_id += 1\n        if size and u_in[t] <= heap_keys[0]:\n"
+     "            size = heap_pop(heap_keys, heap_ids, size)\n"),
+    ("oracle's heap: the service test against the last entry, not the top", CORE,
+     "if size and u_in[t] <= heap_keys[0]:", "if size and u_in[t] <= heap_keys[size - 1]:"),
     ("round loop: the queue shifted from one past the served job", CORE,
      "for position in range(position, length - 1):", "for position in range(position + 1, length - 1):"),
     ("round loop: the new-arrival flag of this round's arrival, not the last round's", CORE,

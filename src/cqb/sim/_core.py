@@ -96,24 +96,29 @@ def nonzeros(x: cython.double[::1], xo: cython.Py_ssize_t, d: cython.Py_ssize_t,
 
 
 @cython.cfunc
+@cython.inline
+@cython.exceptval(check=False)
+def sparse_dot(a: cython.double[::1], ao: cython.Py_ssize_t, b: cython.double[::1], bo: cython.Py_ssize_t,
+               index: cython.Py_ssize_t[::1], m: cython.Py_ssize_t) -> cython.double:
+    """Σ a[ao + i] b[bo + i] over i in index[:m], in that order, one sum."""
+    p: cython.Py_ssize_t
+    s: cython.double = 0.0
+    for p in range(m):
+        s += a[ao + index[p]] * b[bo + index[p]]
+    return s
+
+
+@cython.cfunc
 @cython.exceptval(check=False)
 def sym_matvec(mat: cython.double[::1], mo: cython.Py_ssize_t, x: cython.double[::1], xo: cython.Py_ssize_t,
                out: cython.double[::1], d: cython.Py_ssize_t, index: cython.Py_ssize_t[::1],
                m: cython.Py_ssize_t) -> cython.void:
     """out = M x for a d×d M at mat[mo:], x's non-zeros in index[:m] (m = d: dense)."""
     a: cython.Py_ssize_t
-    p: cython.Py_ssize_t
-    s: cython.double
     row: cython.Py_ssize_t
     for a in range(d):
         row = mo + a * d
-        if m == d:
-            out[a] = dot(mat, row, x, xo, d)
-        else:
-            s = 0.0
-            for p in range(m):
-                s += mat[row + index[p]] * x[xo + index[p]]
-            out[a] = s
+        out[a] = dot(mat, row, x, xo, d) if m == d else sparse_dot(mat, row, x, xo, index, m)
 
 
 @cython.cfunc
@@ -168,12 +173,7 @@ def newton_pass(x: cython.double[::1], xo: cython.Py_ssize_t, y: cython.double[:
     for i in range(n):
         row = xo + i * d
         m = nonzeros(x, row, d, index)
-        if 2 * m > d:
-            linear = dot(x, row, theta, to, d)
-        else:
-            linear = 0.0
-            for p in range(m):
-                linear += x[row + index[p]] * theta[to + index[p]]
+        linear = dot(x, row, theta, to, d) if 2 * m > d else sparse_dot(x, row, theta, to, index, m)
         mu = logistic(linear)
         wi = mu * (1.0 - mu)
         if with_grad:
@@ -288,8 +288,7 @@ class Projection:
     """Work space of :func:`filippi_solve` for up to d dimensions."""
 
     d: cython.Py_ssize_t
-    prob: cython.double[::1]      # μ(Xθ), then per-row weights
-    weight: cython.double[::1]
+    prob: cython.double[::1]      # μ(Xθ) per row
     target: cython.double[::1]    # g(θ̂)
     residual: cython.double[::1]  # g(θ) − g(θ̂)
     wres: cython.double[::1]      # V⁻¹ r
@@ -308,7 +307,6 @@ class Projection:
     def __init__(self, d: cython.Py_ssize_t, capacity: cython.Py_ssize_t):
         self.d = d
         self.prob = np.zeros(max(capacity, 1))
-        self.weight = np.zeros(max(capacity, 1))
         self.target, self.residual, self.wres, self.grad = np.zeros(d), np.zeros(d), np.zeros(d), np.zeros(d)
         self.rhs, self.z, self.trial = np.zeros(d), np.zeros(d), np.zeros(d)
         self.jac, self.wj, self.hess = np.zeros(d * d), np.zeros(d * d), np.zeros(d * d)
@@ -332,10 +330,16 @@ def moments(x: cython.double[::1], xo: cython.Py_ssize_t, n: cython.Py_ssize_t, 
     for i in range(n):
         row = xo + i * d
         m = nonzeros(x, row, d, index)
-        linear = 0.0
-        for q in range(m):
-            linear += x[row + index[q]] * theta[to + index[q]]
-        mu = logistic(linear)
+        if m == d:  # the same sums as below with index[q] = q, without the gather
+            linear = 0.0
+            for q in range(d):
+                linear += x[row + q] * theta[to + q]
+            mu = logistic(linear)
+            prob[i] = mu
+            for q in range(d):
+                out[q] += mu * x[row + q]
+            continue
+        mu = logistic(sparse_dot(x, row, theta, to, index, m))
         prob[i] = mu
         for q in range(m):
             out[index[q]] += mu * x[row + index[q]]
@@ -378,32 +382,47 @@ def jacobian_pass(p: Projection, x: cython.double[::1], xo: cython.Py_ssize_t, n
     mu: cython.double
     first: cython.double
     second: cython.double
-    xa: cython.double
     along: cython.double
+    first_a: cython.double   # (μ̇ x_a): the product's left operand as written, so the same bits
+    second_a: cython.double
+    jac: cython.double[::1] = p.jac
+    sec: cython.double[::1] = p.second
+    index: cython.Py_ssize_t[::1] = p.index
     for a in range(d * d):
-        p.jac[a] = 0.0
-        p.second[a] = 0.0
+        jac[a] = 0.0
+        sec[a] = 0.0
     for i in range(n):
         row = xo + i * d
-        m = nonzeros(x, row, d, p.index)
+        m = nonzeros(x, row, d, index)
         mu = p.prob[i]
         first = mu * (1.0 - mu)
-        along = 0.0
-        for q in range(m):
-            along += x[row + p.index[q]] * p.wres[p.index[q]]
+        if m == d:  # the same sums as below with index[q] = q, without the gather
+            along = 0.0
+            for a in range(d):
+                along += x[row + a] * p.wres[a]
+            second = 2.0 * first * (1.0 - 2.0 * mu) * along
+            for a in range(d):
+                first_a = first * x[row + a]
+                second_a = second * x[row + a]
+                for b in range(a, d):
+                    jac[a * d + b] += first_a * x[row + b]
+                    sec[a * d + b] += second_a * x[row + b]
+            continue
+        along = sparse_dot(x, row, p.wres, 0, index, m)
         second = 2.0 * first * (1.0 - 2.0 * mu) * along
         for q in range(m):
-            a = p.index[q]
-            xa = x[row + a]
+            a = index[q]
+            first_a = first * x[row + a]
+            second_a = second * x[row + a]
             for r in range(q, m):
-                b = p.index[r]
-                p.jac[a * d + b] += first * xa * x[row + b]
-                p.second[a * d + b] += second * xa * x[row + b]
+                b = index[r]
+                jac[a * d + b] += first_a * x[row + b]
+                sec[a * d + b] += second_a * x[row + b]
     for a in range(d):
-        p.jac[a * d + a] += reg
+        jac[a * d + a] += reg
         for b in range(a + 1, d):
-            p.jac[b * d + a] = p.jac[a * d + b]
-            p.second[b * d + a] = p.second[a * d + b]
+            jac[b * d + a] = jac[a * d + b]
+            sec[b * d + a] = sec[a * d + b]
 
 
 @cython.cfunc
@@ -822,13 +841,7 @@ class Estimator:
 def quad_or_dot(u: cython.double[::1], xs: cython.double[::1], xo: cython.Py_ssize_t, d: cython.Py_ssize_t,
                 index: cython.Py_ssize_t[::1], m: cython.Py_ssize_t) -> cython.double:
     """uᵀx over x's non-zeros in index[:m] (m = d: dense)."""
-    p: cython.Py_ssize_t
-    s: cython.double = 0.0
-    if m == d:
-        return dot(u, 0, xs, xo, d)
-    for p in range(m):
-        s += u[index[p]] * xs[xo + index[p]]
-    return s
+    return dot(u, 0, xs, xo, d) if m == d else sparse_dot(u, 0, xs, xo, index, m)
 
 
 # ---------------------------------------------------------------- the cached scores
@@ -900,27 +913,18 @@ class Scorer:
         cell: cython.Py_ssize_t = job * K + k
         entry: cython.Py_ssize_t = self._key[job] * K + k
         version: cython.longlong = est._versions[k]
-        p: cython.Py_ssize_t
         inner: cython.double
         linear: cython.double
         quad: cython.double
         m: cython.Py_ssize_t = nonzeros(self._c, xo, d, self._index)
         dense: cython.bint = 2 * m > d
-        if dense:
-            linear = dot(self._c, xo, est._theta, k * d, d)
-        else:
-            linear = 0.0
-            for p in range(m):
-                linear += self._c[xo + self._index[p]] * est._theta[k * d + self._index[p]]
+        linear = dot(self._c, xo, est._theta, k * d, d) if dense else sparse_dot(self._c, xo, est._theta, k * d,
+                                                                                    self._index, m)
         if self._quad_version[entry] == version:
             quad = self._quads[entry]
         elif self._quad_version[entry] == version - 1 and version > 0:
-            if dense:
-                inner = dot(self._c, xo, est._last_u, k * d, d)
-            else:
-                inner = 0.0
-                for p in range(m):
-                    inner += self._c[xo + self._index[p]] * est._last_u[k * d + self._index[p]]
+            inner = dot(self._c, xo, est._last_u, k * d, d) if dense else sparse_dot(self._c, xo, est._last_u, k * d,
+                                                                                      self._index, m)
             quad = max(self._quads[entry] - inner * inner, 0.0)
         else:
             quad = quad_form(est._inv, k * 2 * d * d, self._c, xo, d, self._index, d if dense else m)
@@ -1400,6 +1404,40 @@ def play_rounds(chooser: Chooser, arrivals, service, true_means):
             heap_size = heap_push(heap_keys, heap_ids, heap_size, best_mean[next_id], next_id)
             next_id += 1
     return queue_length_out, gap_out, explored_out, departures_out
+
+
+def oracle_queue_lengths(arrivals, service, best_means):
+    """Q*(t), t = 1..T, of π* on a trace, by a max-heap of the waiting jobs'
+    best true means instead of a scan of the queue: a round serves the top job
+    when U₂(t) ≤ its mean. Which of several jobs of equal mean is served leaves
+    the same multiset of means waiting, so the path is π*'s (the earliest job
+    on ties) whatever the heap's order among ties (tests/test_sim_simulate.py
+    plays the oracle policy through :func:`play_rounds` against it)."""
+    arrivals_array = np.ascontiguousarray(arrivals, dtype=np.uint8)
+    service_array = np.ascontiguousarray(service, dtype=np.float64)
+    means_array = np.ascontiguousarray(best_means, dtype=np.float64)
+    horizon: cython.Py_ssize_t = arrivals_array.shape[0]
+    n_jobs: cython.Py_ssize_t = means_array.shape[0]
+    if service_array.shape[0] != horizon or int(arrivals_array.sum()) > n_jobs:
+        raise ValueError("the trace's arrivals, service uniforms and best means do not match")
+    queue_length_out = np.zeros(horizon, dtype=np.int64)
+    a_in: cython.uchar[::1] = arrivals_array
+    u_in: cython.double[::1] = service_array
+    best_mean: cython.double[::1] = means_array
+    q_out: cython.longlong[::1] = queue_length_out
+    heap_keys: cython.double[::1] = np.zeros(n_jobs + 1)
+    heap_ids: cython.longlong[::1] = np.zeros(n_jobs + 1, dtype=np.longlong)
+    size: cython.Py_ssize_t = 0
+    next_id: cython.longlong = 0
+    t: cython.Py_ssize_t
+    for t in range(horizon):
+        q_out[t] = size
+        if size and u_in[t] <= heap_keys[0]:
+            size = heap_pop(heap_keys, heap_ids, size)
+        if a_in[t]:
+            size = heap_push(heap_keys, heap_ids, size, best_mean[next_id], next_id)
+            next_id += 1
+    return queue_length_out
 
 
 # ---------------------------------------------------------------- the sampler's screen

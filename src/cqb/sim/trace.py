@@ -24,7 +24,6 @@ content not what its hash says); a trace file given by hand stays an error.
 from __future__ import annotations
 
 import hashlib
-import heapq
 import json
 import zipfile
 import zlib
@@ -33,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .code_hash import simulation_code_hash
+from .core import core
 from .instances import Instance, check_positive_int, instance_from_spec
 from .rng import stream
 
@@ -100,25 +100,12 @@ def draw_trace(instance: Instance, horizon: int, seed: int) -> Trace:
 def oracle_queue(trace: Trace) -> np.ndarray:
     """Q*(t), t = 1..T: the optimal policy π* (policies.baselines.OraclePolicy:
     the waiting job of highest best true mean, the earliest arrival on ties,
-    at its best server) played on ``trace`` with a heap keyed (−mean, arrival
-    id) instead of a scan of the queue per round: the same choices, so the
-    same path (tests/test_sim_simulate.py compares it with the oracle policy
-    played through the round loop)."""
-    horizon = trace.arrivals.shape[0]
-    best_mean = trace.true_means.max(axis=1).tolist()
-    arrivals = trace.arrivals.tolist()
-    service = trace.service_uniforms.tolist()
-    queue_length = np.zeros(horizon, dtype=np.int64)
-    waiting: list[tuple[float, int]] = []
-    next_id = 0
-    for t in range(horizon):
-        queue_length[t] = len(waiting)
-        if waiting and service[t] <= -waiting[0][0]:
-            heapq.heappop(waiting)
-        if arrivals[t]:
-            heapq.heappush(waiting, (-best_mean[next_id], next_id))
-            next_id += 1
-    return queue_length
+    at its best server) played on ``trace`` by the compiled core's heap
+    (cqb.sim._core.oracle_queue_lengths) instead of a scan of the queue per
+    round: the same queue path (tests/test_sim_simulate.py compares it with
+    the oracle policy played through the round loop)."""
+    best_mean = trace.true_means.max(axis=1) if trace.true_means.shape[0] else np.zeros(0)
+    return core().oracle_queue_lengths(trace.arrivals, trace.service_uniforms, best_mean)
 
 
 def trace_arrays(instance: Instance, trace, oracle_queue: np.ndarray) -> dict[str, np.ndarray]:
