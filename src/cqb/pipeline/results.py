@@ -243,7 +243,7 @@ DOCS_BLOCKS = {("fig5_summary.md", "rates"): "docs/figures.md",
 
 
 # Pages that show a summary's prose only, its tables linked (the page's size)
-PROSE_ONLY = {"fig7.md": "results/fig7.md"}
+PROSE_ONLY = {"fig7.md": "results/fig7.md", "fig8.md": "results/fig8.md"}
 
 
 def block_text(name: str, summary: str) -> str:
