@@ -154,6 +154,18 @@ def test_the_sequential_procedure_keeps_its_error_at_the_null_and_finds_a_clear_
     assert effect["expected"] == HOLDS and effect["power"] > 0.9
 
 
+def test_calibration_power_counts_every_verdict_true_of_the_effect():
+    """At a share of 0.443 against 1/2 with δ = 0.15 (the confirmatory study's
+    CQB-Opt 10 → 20), a tie and "does not hold" are both true: the power is
+    their sum, as the power analysis that set N counts it."""
+    signs = np.array([1.0] * 62 + [-1.0] * 78 + [0.0] * 20)  # 62 of 140 signed pairs moved
+    shape = Shape("c", "ordered", "p", signs, 0.5, 0.15, True, 2)
+    effect = calibrate([shape], {"c": ((217,), 0.05)}, 2000, 3).iloc[1]
+    assert effect["expected"] == f"{FAILS} or {TIE}"
+    assert effect["power"] == pytest.approx(effect["does_not_hold"] + effect["tie"])
+    assert effect["does_not_hold"] > 0.05 and effect["tie"] > 0.05  # both occur at this N
+
+
 def test_calibration_shows_an_unsplit_alpha_exceeding_its_level():
     # the same data at one look per level α (no split): four looks at 95 % each
     rng = np.random.default_rng(4)

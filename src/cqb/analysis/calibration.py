@@ -17,7 +17,8 @@ the powered reading applies them:
   rate set to it): a directional verdict (holds or does not hold) is an
   error, and their share is the realised type-I error;
 * **effect**: the values as observed: the share of replications reaching
-  the verdict the observed effect implies is the power.
+  a verdict true of the observed effect (its direction, or a tie within δ
+  where it lies within δ of the threshold) is the power.
 
 Everything is vectorised over replications, from one named random stream
 per (claim, scenario).
@@ -35,8 +36,8 @@ import pandas as pd
 
 from .claim_statistics import _groups, claim_comparisons, drop_from_peak, skew_corrected_bounds
 from .summaries import binomial_bounds
-from .verdict_rules import (FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, TIE, comparison_verdicts, decided,
-                            procedure_levels)
+from .verdict_rules import (FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, TIE, comparison_verdicts, correct_verdicts,
+                            decided, procedure_levels)
 
 CALIBRATION_COLUMNS = ("claim", "kind", "comparison", "scenario", "n_values", "true_value", "threshold",
                        "replications", "looks", "holds", "does_not_hold", "tie", "inconclusive",
@@ -193,17 +194,14 @@ def null_values(shape: Shape, rng) -> np.ndarray:
     return (np.arange(size) < round(shape.threshold * size)).astype(np.float64)
 
 
-def _expected(shape: Shape) -> str:
+def correct_set(shape: Shape) -> tuple[str, ...]:
+    """The verdicts true of the observed effect (verdict_rules.correct_verdicts):
+    its direction, and a tie within δ where it lies within δ of the threshold."""
     value = shape.values.mean() if shape.kind not in SIGN_KINDS else (
         (shape.values > 0).sum() / max(1, (shape.values != 0).sum()))
-    if shape.kind in SIGN_KINDS:
-        threshold = 0.5
-    else:
-        threshold = shape.threshold
-    if shape.margin > 0 and abs(value - threshold) < shape.margin / 2:
-        return TIE
-    on_claim_side = value > threshold if shape.upward else value < threshold
-    return HOLDS if on_claim_side else FAILS
+    threshold = 0.5 if shape.kind in SIGN_KINDS else shape.threshold
+    right = correct_verdicts(float(value), shape.margin, threshold, shape.upward)
+    return tuple(v for v in (HOLDS, FAILS, TIE) if v in right)
 
 
 def calibration_stream(seed: int, name: str) -> np.random.Generator:
@@ -226,7 +224,7 @@ def calibrate(shapes: Sequence[Shape], designs: Mapping[str, tuple[tuple[int, ..
             share = {v: float(np.mean(verdict == v)) for v in (HOLDS, FAILS, TIE, INCONCLUSIVE)}
             type1 = share[HOLDS] + share[FAILS] if scenario == "null" else math.nan
             se = math.sqrt(type1 * (1 - type1) / replications) if scenario == "null" else math.nan
-            expected = "" if scenario == "null" else _expected(shape)
+            correct = () if scenario == "null" else correct_set(shape)
             true_value = (float(values.mean()) if shape.kind not in SIGN_KINDS
                           else float((values > 0).sum() / max(1, (values != 0).sum())))
             rows.append({"claim": shape.claim, "kind": shape.kind, "comparison": shape.comparison,
@@ -236,8 +234,8 @@ def calibrate(shapes: Sequence[Shape], designs: Mapping[str, tuple[tuple[int, ..
                          "holds": share[HOLDS], "does_not_hold": share[FAILS], "tie": share[TIE],
                          "inconclusive": share[INCONCLUSIVE], "type1_error": type1, "type1_se": se,
                          "type1_ok": (type1 <= alpha + 2 * se) if scenario == "null" else "",
-                         "expected": expected,
-                         "power": share.get(expected, math.nan) if expected else math.nan,
+                         "expected": " or ".join(correct),
+                         "power": sum(share[v] for v in correct) if correct else math.nan,
                          "mean_seeds": float(used.mean())})
     return pd.DataFrame(rows, columns=list(CALIBRATION_COLUMNS))
 

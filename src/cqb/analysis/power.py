@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .summaries import binomial_bounds
-from .verdict_rules import FAILS, HOLDS, TIE, comparison_verdicts, procedure_levels
+from .verdict_rules import FAILS, HOLDS, TIE, comparison_verdicts, correct_verdicts, procedure_levels
 
 
 @dataclass(frozen=True)
@@ -47,14 +47,6 @@ class Effect:
     @property
     def signed(self) -> float:  # q: the share of seeds whose pair carries a sign
         return self.counted / self.seeds
-
-
-def correct_verdicts(share: float, margin: float) -> frozenset:
-    """The verdicts a comparison with true share ``share`` makes true."""
-    right = {HOLDS} if share > 0.5 else {FAILS} if share < 0.5 else set()
-    if margin > 0 and abs(share - 0.5) < margin:
-        right.add(TIE)
-    return frozenset(right)
 
 
 def _binomial_pmf(k, n, p):

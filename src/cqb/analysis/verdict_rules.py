@@ -72,6 +72,21 @@ def comparison_verdicts(low, high, wide_low, wide_high, threshold, margin=0.0, u
                               interval_verdicts(wide_low, wide_high, threshold, margin, upward))
 
 
+def correct_verdicts(value: float, margin: float, threshold: float = 0.5, upward: bool = True) -> frozenset:
+    """The verdicts that a true ``value`` makes true: the direction of its
+    side of ``threshold`` (holds on the claim's side, above when ``upward``;
+    none on the threshold itself), and a tie within δ when it lies within
+    ``margin`` of the threshold (so at 0.45 against 1/2 with δ = 0.15 both a
+    tie and "does not hold" are correct). The power analysis and the
+    calibration's power both count these."""
+    claim_side = value > threshold if upward else value < threshold
+    other_side = value < threshold if upward else value > threshold
+    right = {HOLDS} if claim_side else {FAILS} if other_side else set()
+    if margin > 0 and abs(value - threshold) < margin:
+        right.add(TIE)
+    return frozenset(right)
+
+
 def interval_verdict(low, high, threshold, margin=0.0, upward=True) -> str:
     """:func:`interval_verdicts` of one interval."""
     return str(interval_verdicts(low, high, threshold, margin, upward).reshape(-1)[0])
