@@ -70,7 +70,9 @@ def test_full_config_expands_to_the_documented_number_of_runs():
     # S_k = ‖θ*_k‖ (4 CQB labels) on 3, λ on 2, 5 servers, Coupon drop, assumptions (with the oracle) on 3;
     # C = 0.1 on 2 (no Coupon), C = 10, intercept, standardised and T = 16000 on 3
     fig7 = 2 * 70 + 3 * 40 + 3 * 40 + 2 * 70 + 70 + 70 + 3 * 80 + 2 * 70 + 4 * 3 * 70
-    assert n_files == 240 + 80 + (3 * 486 - 20) + 3 * 80 + 240 + 7 * 5 * 30 + 5 * 200 + fig7
+    # Figure 5's registered second stage: CQB-η-2 on the base instance, CQB-ε at K = 9
+    second_stage = 4519 + 289
+    assert n_files == 240 + 80 + (3 * 486 - 20) + 3 * 80 + 240 + 7 * 5 * 30 + 5 * 200 + fig7 + second_stage
     assert plan.rates_experiment == "rates_horizons"
     assert set(plan.figures) == set(CONFIG["figures"])
 
@@ -355,7 +357,8 @@ def test_second_stage_adds_fresh_seeds_to_its_labels_at_its_horizons():
 def test_second_stage_runs_are_keyed_and_shared_as_every_run():
     # CQB-η-2 at T = 5000 on the base instance is also the stall check's (seeds 100–299) and the
     # tuning's at its default c_β (1000–1029): one Run, one run file per seed
-    plan, _ = plan_of(stage2("rates_horizons", {"cqb_eta2": {5000: 100}}))
+    without = merged(CONFIG, {"experiments": {"rates_horizons": {"second_stage": None}}})
+    plan, _ = plan_of(stage2("rates_horizons", {"cqb_eta2": {5000: 100}}), base=without)
     key = ("synth_K5_d5_lam0.7_eps0.1_acc0.005", "5000", "cqb_eta2")
     run = plan.runs[key]
     assert set(run.seeds) == (set(range(92)) | set(range(100, 300)) | set(range(1000, 1030))
@@ -367,7 +370,7 @@ def test_second_stage_runs_are_keyed_and_shared_as_every_run():
     assert rates[("cqb_eta2", 5000)].seeds == tuple(range(92)) + tuple(range(130000, 130008))
     assert rates[("cqb_eps", 5000)].seeds == tuple(range(92))  # the other policies keep their seeds
     assert rates[("cqb_eta2", 2000)].seeds == tuple(range(247))  # and the other horizons
-    plain, _ = plan_of()
+    plain, _ = plan_of(base=without)
     extra = {k: len(r.seeds) - len(plain.runs[k].seeds) for k, r in plan.runs.items() if k in plain.runs}
     assert set(plan.runs) == set(plain.runs) and {k: n for k, n in extra.items() if n} == {key: 8}
 
@@ -411,3 +414,22 @@ def test_smoke_config_keeps_its_seeds_under_the_registered_second_stage():
         by_horizon = {int(k): v for k, v in experiment["seeds_by_horizon"].items()}
         for curve in plan.curves[name]:
             assert curve.seeds == tuple(range(by_horizon.get(curve.horizon, experiment["seeds"])))
+
+
+def test_the_registered_second_stage_brings_each_T_to_the_published_seeds_needed():
+    """The registration (config/config.yaml): the two cells docs/results/fig5_slopes.tsv left
+    unresolved, each at the seeds per T its Stein estimate asked for, on fresh seeds from 130000."""
+    plan, _ = plan_of()
+    registered = {("rates_horizons", "cqb_eta2"): {2000: 2054, 5000: 1528, 10000: 30, 20000: 606, 50000: 787},
+                  ("rates_servers9", "cqb_eps"): {3000: 208, 6000: 88, 12000: 10, 25000: 33, 50000: 30}}
+    for name in ("rates_horizons", "rates_servers9"):
+        for curve in plan.curves[name]:
+            total = registered.get((name, curve.label), {}).get(curve.horizon, len(curve.seeds))
+            first = len(curve.seeds) - len(curve.second_stage_seeds)
+            assert len(curve.seeds) == total, (name, curve.label, curve.horizon)
+            assert curve.second_stage_seeds == tuple(range(130000, 130000 + total - first))
+            assert curve.seeds[:first] == tuple(range(first))
+    extra = {key: sum(len(c.second_stage_seeds) for c in plan.curves[key[0]] if c.label == key[1]) for key in registered}
+    assert extra == {("rates_horizons", "cqb_eta2"): 4519, ("rates_servers9", "cqb_eps"): 289}
+    # CQB-η-2 on the harder instance has no second stage (no first-stage interval)
+    assert not any(c.second_stage_seeds for c in plan.curves["rates_servers9"] if c.label != "cqb_eps")
