@@ -13,6 +13,7 @@ def main(smk):
     with open(smk.log[0], "w") as log:
         settings = SummarySettings(**smk.params.summaries)
         runs = pd.DataFrame(rate_run_rows(read_rate_runs(smk.params.runs, smk.input), settings))
+        runs["stage"] = smk.params.stages  # 2: a second stage's fresh seeds (config second_stage)
         summary, slopes = rate_tables(runs, bootstrap=smk.params.bootstrap)
         slopes = resolution_costs(runs, slopes, **smk.params.resolve)
         write_table(runs, smk.output.runs, smk.params.float_format)

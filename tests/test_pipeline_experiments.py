@@ -70,7 +70,9 @@ def test_full_config_expands_to_the_documented_number_of_runs():
     # S_k = ‖θ*_k‖ (4 CQB labels) on 3, λ on 2, 5 servers, Coupon drop, assumptions (with the oracle) on 3;
     # C = 0.1 on 2 (no Coupon), C = 10, intercept, standardised and T = 16000 on 3
     fig7 = 2 * 70 + 3 * 40 + 3 * 40 + 2 * 70 + 70 + 70 + 3 * 80 + 2 * 70 + 4 * 3 * 70
-    assert n_files == 240 + 80 + (3 * 486 - 20) + 3 * 80 + 240 + 7 * 5 * 30 + 5 * 200 + fig7
+    # Figure 5's registered second stage: CQB-η-2 on the base instance, CQB-ε at K = 9
+    second_stage = 4519 + 289
+    assert n_files == 240 + 80 + (3 * 486 - 20) + 3 * 80 + 240 + 7 * 5 * 30 + 5 * 200 + fig7 + second_stage
     assert plan.rates_experiment == "rates_horizons"
     assert set(plan.figures) == set(CONFIG["figures"])
 
@@ -202,6 +204,11 @@ def test_generated_schema_follows_the_dataclasses():
     assert "0.01" in estimator["bonus_scale"]["description"]  # CQB-ε's default, from its dataclass
 
 
+def stage2(experiment, totals, first_seed=130000):
+    """An override giving ``experiment`` a second stage (experiments.<name>.second_stage)."""
+    return {"experiments": {experiment: {"second_stage": {"first_seed": first_seed, "total_seeds": totals}}}}
+
+
 @pytest.mark.parametrize("override, needles", [
     ({"experimentz": {}}, ["unknown config key experimentz"]),
     ({"defaults": {"policy_params": {"colour": 1}}}, ["defaults.policy_params.colour"]),
@@ -221,6 +228,20 @@ def test_generated_schema_follows_the_dataclasses():
     ({"figures": {"fig2": {"panels": [{"experiment": "synthetic_slack", "sweep_values": [0.3]}]}}},
      ["sweep_values", "0.3"]),
     ({"rates": {"experiment": "synthetic_base"}}, ["rates.experiment", "horizon sweep"]),
+    # Figure 5's second stage (experiments.<name>.second_stage)
+    (stage2("rates_horizons", {"cqb_eta2": {2000: 100}}),
+     ["experiments.rates_horizons.second_stage.total_seeds.cqb_eta2.2000 = 100", "first stage's 247 seeds"]),
+    (stage2("rates_horizons", {"cqb_magic": {2000: 300}}), ["second_stage.total_seeds = 'cqb_magic'", "not a policy"]),
+    (stage2("rates_horizons", {"cqb_eta2": {"T2000": 300}}),
+     ["second_stage.total_seeds.cqb_eta2 = 'T2000'", "not an integer horizon"]),
+    (stage2("rates_horizons", {"cqb_eta2": {2000: 0}}), ["second_stage.total_seeds.cqb_eta2.2000 = 0", "minimum"]),
+    (stage2("rates_horizons", {"cqb_eta2": {2000: 300}}, first_seed=-1), ["second_stage.first_seed = -1"]),
+    ({"experiments": {"stall_check": {"second_stage": {"total_seeds": {}}}}},
+     ["experiments.stall_check.second_stage", "first_seed", "required"]),
+    (stage2("stall_check", {"cqb_eps": {5000: 300}}), ["experiments.stall_check.second_stage", "horizon sweep"]),
+    # fresh seeds: not its own first stage's, nor another experiment's (the stall check's 100–299)
+    (stage2("rates_horizons", {"cqb_eta2": {2000: 300}}, first_seed=200),
+     ["experiments.rates_horizons.second_stage.first_seed = 200", "first-stage seeds of experiment"]),
 ])
 def test_bad_config_is_one_line_naming_key_and_value(override, needles):
     with pytest.raises(ConfigError) as error:
@@ -303,3 +324,112 @@ def test_the_base_instance_is_the_configs():
     from cqb.pipeline.experiments import BASE_INSTANCE
 
     assert CONFIG["experiments"]["synthetic_base"]["instance"] == BASE_INSTANCE
+
+
+# ---------------------------------------------------------------- Figure 5's second stage
+
+
+def test_second_stage_adds_fresh_seeds_to_its_labels_at_its_horizons():
+    from cqb.analysis.rates import rate_runs
+
+    config = one_experiment(seeds=4, seeds_by_horizon={500: 2}, sweep={"horizon": [250, 500, 750]},
+                            policies=["cqb_opt", "cqb_eps"], policy_params={"cqb_eps": {"tau": 30}},
+                            second_stage={"first_seed": 130000,
+                                          "total_seeds": {"cqb_eps": {500: 5, "750": 4, 250: 6, 9999: 50}}})
+    config["rates"] = {"experiment": "x"}
+    plan, _ = plan_of(config, base={})
+    seeds = {(c.label, c.horizon): (c.seeds, c.second_stage_seeds) for c in plan.curves["x"]}
+    assert seeds == {
+        # the other label keeps its first stage at every T
+        ("cqb_opt", 250): ((0, 1, 2, 3), ()), ("cqb_opt", 500): ((0, 1), ()), ("cqb_opt", 750): ((0, 1, 2, 3), ()),
+        # the listed label: its first stage, then total − first stage fresh seeds from first_seed on
+        ("cqb_eps", 250): ((0, 1, 2, 3, 130000, 130001), (130000, 130001)),
+        ("cqb_eps", 500): ((0, 1, 130000, 130001, 130002), (130000, 130001, 130002)),
+        ("cqb_eps", 750): ((0, 1, 2, 3), ()),  # the total is the first stage's: nothing to add
+    }  # T = 9999 is not swept: ignored
+    run = plan.runs[("synth_K5_d5_lam0.7_eps0.1_acc0.005", "500", "cqb_eps")]
+    assert run.seeds == (0, 1, 130000, 130001, 130002)
+    stages = {(label, horizon, seed): stage for _, label, horizon, seed, _, stage in rate_runs(plan, ["x"], RUN_FILE)}
+    assert stages[("cqb_eps", 500, 130002)] == 2 and stages[("cqb_eps", 500, 1)] == 1
+    assert sum(stage == 2 for stage in stages.values()) == 5 and len(stages) == 4 + 2 + 4 + 6 + 5 + 4
+
+
+def test_second_stage_runs_are_keyed_and_shared_as_every_run():
+    # CQB-η-2 at T = 5000 on the base instance is also the stall check's (seeds 100–299) and the
+    # tuning's at its default c_β (1000–1029): one Run, one run file per seed
+    without = merged(CONFIG, {"experiments": {"rates_horizons": {"second_stage": None}}})
+    plan, _ = plan_of(stage2("rates_horizons", {"cqb_eta2": {5000: 100}}), base=without)
+    key = ("synth_K5_d5_lam0.7_eps0.1_acc0.005", "5000", "cqb_eta2")
+    run = plan.runs[key]
+    assert set(run.seeds) == (set(range(92)) | set(range(100, 300)) | set(range(1000, 1030))
+                              | set(range(130000, 130008)))
+    assert {"rates_horizons", "stall_check"} <= set(run.experiments)
+    stall = next(c for c in plan.curves["stall_check"] if c.label == "cqb_eta2")
+    assert stall.seeds == tuple(range(100, 300)) and stall.second_stage_seeds == ()
+    rates = {(c.label, c.horizon): c for c in plan.curves["rates_horizons"]}
+    assert rates[("cqb_eta2", 5000)].seeds == tuple(range(92)) + tuple(range(130000, 130008))
+    assert rates[("cqb_eps", 5000)].seeds == tuple(range(92))  # the other policies keep their seeds
+    assert rates[("cqb_eta2", 2000)].seeds == tuple(range(247))  # and the other horizons
+    plain, _ = plan_of(base=without)
+    extra = {k: len(r.seeds) - len(plain.runs[k].seeds) for k, r in plan.runs.items() if k in plain.runs}
+    assert set(plan.runs) == set(plain.runs) and {k: n for k, n in extra.items() if n} == {key: 8}
+
+
+def seed_uses_of(config):
+    from cqb.analysis.powered import powered_claims
+    from cqb.pipeline.confirmatory import confirmatory_claims
+    from cqb.pipeline.multiverse_plan import multiverse_design
+    from cqb.pipeline.verdicts import claim_specs, seed_uses, tuning_setup
+
+    config.update(yaml.safe_load((REPO / "config" / "datasets.yaml").read_text()))
+    validate_config(config, SCHEMA)
+    plan = build_plan(config)
+    specs = claim_specs(config, plan)
+    tuning, _ = tuning_setup(config, plan)
+    return seed_uses(config, plan, tuning, powered_claims(config, plan, specs),
+                     confirmatory_claims(config, plan, specs), multiverse_design(config, plan, specs))
+
+
+def test_the_configs_second_stage_has_seeds_no_other_use_reaches():
+    """The check the workflow makes (powered.smk, multiverse.smk) on config/config.yaml:
+    a future seed range that overlaps Figure 5's second stage fails here."""
+    from cqb.pipeline.verdicts import check_seed_uses
+
+    uses = seed_uses_of(copy.deepcopy(CONFIG))
+    check_seed_uses(uses)
+    for name, experiment in CONFIG["experiments"].items():
+        if experiment.get("second_stage"):  # a use of its own, not the evaluation's
+            assert experiment["second_stage"]["first_seed"] in uses["Figure 5's second stage"], name
+    # the same check refuses a second stage on the confirmatory study's seeds, naming both
+    uses = seed_uses_of(merged(CONFIG, stage2("rates_horizons", {"cqb_eta2": {2000: 300}}, first_seed=120100)))
+    with pytest.raises(ConfigError, match="seeds of the confirmatory study .* shared with Figure 5's second stage"):
+        check_seed_uses(uses)
+
+
+def test_smoke_config_keeps_its_seeds_under_the_registered_second_stage():
+    smoke = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
+    plan, config = plan_of(smoke)
+    for name in ("rates_horizons", "rates_servers9"):
+        experiment = config["experiments"][name]
+        by_horizon = {int(k): v for k, v in experiment["seeds_by_horizon"].items()}
+        for curve in plan.curves[name]:
+            assert curve.seeds == tuple(range(by_horizon.get(curve.horizon, experiment["seeds"])))
+
+
+def test_the_registered_second_stage_brings_each_T_to_the_published_seeds_needed():
+    """The registration (config/config.yaml): the two cells docs/results/fig5_slopes.tsv left
+    unresolved, each at the seeds per T its Stein estimate asked for, on fresh seeds from 130000."""
+    plan, _ = plan_of()
+    registered = {("rates_horizons", "cqb_eta2"): {2000: 2054, 5000: 1528, 10000: 30, 20000: 606, 50000: 787},
+                  ("rates_servers9", "cqb_eps"): {3000: 208, 6000: 88, 12000: 10, 25000: 33, 50000: 30}}
+    for name in ("rates_horizons", "rates_servers9"):
+        for curve in plan.curves[name]:
+            total = registered.get((name, curve.label), {}).get(curve.horizon, len(curve.seeds))
+            first = len(curve.seeds) - len(curve.second_stage_seeds)
+            assert len(curve.seeds) == total, (name, curve.label, curve.horizon)
+            assert curve.second_stage_seeds == tuple(range(130000, 130000 + total - first))
+            assert curve.seeds[:first] == tuple(range(first))
+    extra = {key: sum(len(c.second_stage_seeds) for c in plan.curves[key[0]] if c.label == key[1]) for key in registered}
+    assert extra == {("rates_horizons", "cqb_eta2"): 4519, ("rates_servers9", "cqb_eps"): 289}
+    # CQB-η-2 on the harder instance has no second stage (no first-stage interval)
+    assert not any(c.second_stage_seeds for c in plan.curves["rates_servers9"] if c.label != "cqb_eps")

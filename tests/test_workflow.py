@@ -105,8 +105,9 @@ def test_dry_run_of_full_config_builds_every_figure(tmp_path):
     assert "checkpoint powered_look:" in output and "checkpoint tuning_contenders:" in output
     # and the confirmatory study's one look: CQB-Opt at d = 5, 10, 20 on its registered seeds
     confirmatory = sum((len(entry["sweep_values"])) * entry["seeds"] for entry in config["confirmatory"]["claims"])
+    # Figure 5's registered second stage: 4519 CQB-η-2 runs (base) and 289 CQB-ε runs (K = 9)
     assert n_simulate == (240 + 80 + (3 * 486 - 20) + 3 * 80 + 240 + 7 * 5 * 30 + 5 * 200 + 1880
-                          + powered_first_look + confirmatory)
+                          + powered_first_look + confirmatory + 4519 + 289)
 
 
 @pytest.mark.skipif(not CAN_RUN_FIG4, reason="the claims need the real-data experiments (mirror, torchvision)")

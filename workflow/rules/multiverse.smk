@@ -17,18 +17,7 @@ MULTIVERSE_FILES = [f"{FIGURES}/fig8.{ext}" for ext in ("pdf", "png", "tsv", "md
 if MULTIVERSE:
     or_config_error(merge_runs, PLAN.runs, or_config_error(multiverse_runs, MULTIVERSE))
     # its seeds are its own: no other use may reach them
-    or_config_error(
-        check_seed_uses,
-        {
-            "evaluation": evaluation_seeds(PLAN, TUNING_EXPERIMENTS),
-            "tuning (stage 1)": {s for e in TUNING_EXPERIMENTS for c in PLAN.curves[e] for s in c.seeds},
-            "tuning (stage 2)": set(STAGE2_SEEDS),
-            "the powered claims": powered_seeds(POWERED),
-            "the confirmatory study": confirmatory_seeds(CONFIRMATORY),
-            "retired powered seeds (seen)": retired_seeds(config),
-            "the multiverse": set(MULTIVERSE.seeds),
-        },
-    )
+    or_config_error(check_seed_uses, seed_uses(config, PLAN, TUNING_EXPERIMENTS, POWERED, CONFIRMATORY, MULTIVERSE))
 
     rule multiverse_runs:
         input:

@@ -4,9 +4,9 @@
 # keyed by instance/horizon/policy/seed; checkpoints decide which runs the
 # next look (or stage) requests at all.
 
-from cqb.analysis.powered import look_counts, powered_claims, powered_seeds, run_files as powered_run_files
-from cqb.pipeline.confirmatory import confirmatory_claims, confirmatory_seeds
-from cqb.pipeline.verdicts import check_seed_uses, evaluation_seeds, retired_seeds
+from cqb.analysis.powered import look_counts, powered_claims, run_files as powered_run_files
+from cqb.pipeline.confirmatory import confirmatory_claims
+from cqb.pipeline.verdicts import check_seed_uses, seed_uses
 
 POWERED = powered_claims(config, PLAN, CLAIM_SPECS)
 POWERED_LOOK = f"{RESULTS}/powered/{{claim}}/look{{look}}.json"
@@ -26,17 +26,7 @@ include: "powered_common.smk"
 
 
 # every use of seeds has its own
-or_config_error(
-    check_seed_uses,
-    {
-        "evaluation": evaluation_seeds(PLAN, TUNING_EXPERIMENTS),
-        "tuning (stage 1)": {s for e in TUNING_EXPERIMENTS for c in PLAN.curves[e] for s in c.seeds},
-        "tuning (stage 2)": set(STAGE2_SEEDS),
-        "the powered claims": powered_seeds(POWERED),
-        "the confirmatory study": confirmatory_seeds(CONFIRMATORY),
-        "retired powered seeds (seen)": retired_seeds(config),
-    },
-)
+or_config_error(check_seed_uses, seed_uses(config, PLAN, TUNING_EXPERIMENTS, POWERED, CONFIRMATORY))
 
 
 wildcard_constraints:

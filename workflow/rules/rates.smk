@@ -7,7 +7,7 @@
 from cqb.analysis.rates import rate_runs
 
 RATES_EXPERIMENTS = list(PLAN.rate_experiments)
-RATES_RUNS = rate_runs(PLAN, RATES_EXPERIMENTS, RUN_FILE)  # (experiment, label, T, seed, run file)
+RATES_RUNS = rate_runs(PLAN, RATES_EXPERIMENTS, RUN_FILE)  # (experiment, label, T, seed, run file, stage)
 RATES_TABLE = f"{RESULTS}/aggregate/regret_rates.tsv"
 SLOPES_TABLE = f"{RESULTS}/aggregate/regret_slopes.tsv"
 RATE_RUNS_TABLE = f"{RESULTS}/aggregate/regret_rates.runs.tsv"
@@ -29,6 +29,7 @@ rule regret_rates:
         "../envs/analysis.yaml"
     params:
         runs=[list(run[:4]) for run in RATES_RUNS],
+        stages=[run[5] for run in RATES_RUNS],
         bootstrap=config["rates"]["bootstrap"],
         resolve=config["rates"]["resolve"],
         summaries=config["summaries"],

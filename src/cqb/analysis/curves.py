@@ -34,6 +34,7 @@ class Curve:
     instance: dict = field(default_factory=dict)
     instance_id: str = ""
     horizon: int = 0
+    second_stage_seeds: tuple[int, ...] = ()  # the seeds of a second stage (a tail of ``seeds``), else ()
 
     @property
     def sweep_text(self) -> str:

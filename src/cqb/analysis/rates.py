@@ -235,9 +235,18 @@ def seeds_for_slope_width(pilot: Mapping[int, np.ndarray], target_half_width: fl
 # ---------------------------------------------------------------- tables
 
 
+def second_stage_count(runs) -> int:
+    """How many of ``runs`` (rows of the per-run table) are a second stage's
+    (column ``stage`` = 2; a table without it has none)."""
+    return int((runs["stage"] == 2).sum()) if "stage" in runs else 0
+
+
 def rate_tables(runs, bootstrap: int = 2000, seed: int = 0, confidence: float = 0.95):
     """(per (experiment, policy, T) summary, per (experiment, policy) slope) tables
-    from the per-run table of :func:`rate_run_rows` (with its ``stalled`` flag)."""
+    from the per-run table of :func:`rate_run_rows` (with its ``stalled`` flag and,
+    where a second stage ran, its ``stage``, 1 or 2). Every run of both stages
+    enters the estimates, the intervals and the slope (Stein's design); the
+    ``n_runs_stage2`` columns say how many are the second stage's."""
     import pandas as pd
 
     rng = np.random.default_rng(seed)
@@ -253,6 +262,7 @@ def rate_tables(runs, bootstrap: int = 2000, seed: int = 0, confidence: float = 
                 summary.append({"experiment": experiment, "policy": policy, "horizon": int(horizon),
                                 **horizon_row(values, stalled, group["final_regret"], bootstrap, rng,
                                               confidence),
+                                "n_runs_stage2": second_stage_count(group),
                                 "final_queue_mean": float(group["final_queue"].mean()),
                                 "final_oracle_mean": float(group["final_oracle"].mean()),
                                 "final_regret_mean": float(group["final_regret"].mean())})
@@ -266,7 +276,8 @@ def rate_tables(runs, bootstrap: int = 2000, seed: int = 0, confidence: float = 
                            "reference": REFERENCE_RATES.get(policy, ("-",))[0],
                            "reference_slope": reference_slope(policy, used),
                            "n_horizons": len(fit["horizons_used"]), "bootstrap_kept": fit["bootstrap_kept"],
-                           "n_runs": int(len(own)), "n_stalled": int(own["stalled"].sum()),
+                           "n_runs": int(len(own)), "n_runs_stage2": second_stage_count(own),
+                           "n_stalled": int(own["stalled"].sum()),
                            "horizons_used": " ".join(map(str, fit["horizons_used"])) or "-",
                            "horizons_dropped": " ".join(map(str, fit["horizons_dropped"])) or "-"})
     slopes = pd.DataFrame(slopes)
@@ -305,7 +316,8 @@ def resolution_costs(runs, slopes, target_half_width: float = RESOLVED_HALF_WIDT
                      seconds_per_thousand_rounds: float = 0.009, affordable_cpu_seconds: float = 1800.0):
     """``slopes`` with, per unresolved (experiment, policy), what resolving it
     would cost, from the runs' own per-run variances (Stein's second stage,
-    :func:`seeds_for_slope_width`, never fewer seeds than were run): the seeds
+    :func:`seeds_for_slope_width`, never fewer seeds than were run; after a
+    second stage, from the runs of both stages, and the note says so): the seeds
     per T, the runs to add, their CPU at ``seconds_per_run`` +
     ``seconds_per_thousand_rounds`` · T/1000 per run, and whether that is
     within ``affordable_cpu_seconds``. The delta-method target is the
@@ -334,6 +346,9 @@ def resolution_costs(runs, slopes, target_half_width: float = RESOLVED_HALF_WIDT
                 nonpositive.append(int(horizon))  # mean ≤ 0, no spread, or fewer than 2 converged runs
         reached = (f"half-width {fit['half_width']:.2f} reached" if math.isfinite(fit["half_width"])
                    else "no interval reached")
+        stage2 = second_stage_count(own)
+        if stage2:  # Stein's design has no third stage: what more would be needed, from all runs
+            reached = f"after a second stage of {stage2} runs, {reached}"
         if len(pilot) < 2:
             slopes.at[index, "resolve_note"] = (
                 f"{reached}; at T = {' '.join(map(str, nonpositive))} the converged runs' tail regret has no "
@@ -375,10 +390,12 @@ def rates_figure_table(summary, slopes):
 # ---------------------------------------------------------------- the experiments Figure 5 draws
 
 
-def rate_runs(plan, experiments: list[str], run_file: str) -> list[tuple[str, str, int, int, str]]:
-    """(experiment, label, T, seed, run file) of every run Figure 5 reads, in config order."""
-    return [(name, curve.label, curve.horizon, seed, path) for name in experiments
-            for curve in plan.curves[name] for seed, path in zip(curve.seeds, plan.run_files(curve, run_file))]
+def rate_runs(plan, experiments: list[str], run_file: str) -> list[tuple[str, str, int, int, str, int]]:
+    """(experiment, label, T, seed, run file, stage) of every run Figure 5 reads, in
+    config order; stage 2 for the seeds of an experiment's ``second_stage``, else 1."""
+    return [(name, curve.label, curve.horizon, seed, path, 2 if seed in set(curve.second_stage_seeds) else 1)
+            for name in experiments for curve in plan.curves[name]
+            for seed, path in zip(curve.seeds, plan.run_files(curve, run_file))]
 
 
 # ---------------------------------------------------------------- the power analysis as a table
@@ -395,8 +412,9 @@ def power_table(runs, target_half_width: float = 0.15, min_seeds: int = 10,
     """Per (experiment, policy), from a pilot's per-run table (columns experiment,
     policy, horizon, tail_regret, stalled): the seeds per T that reach the
     target half-width at least cost, their CPU time, and the half-width the
-    ``configured`` seeds (experiment → T → seeds) are predicted to give.
-    Horizons whose pilot mean is not positive are left out (and listed)."""
+    ``configured`` seeds (experiment → T → seeds, and (experiment, policy) →
+    T → seeds for a policy with a second stage, which wins; :func:`configured_seeds`)
+    are predicted to give. Horizons whose pilot mean is not positive are left out (and listed)."""
     import pandas as pd
 
     rows = []
@@ -415,8 +433,9 @@ def power_table(runs, target_half_width: float = 0.15, min_seeds: int = 10,
             row.update({"relative_variance": " ".join(f"{h}:{relative_variance(v):.2f}" for h, v in pilot.items()),
                         "seeds_needed": " ".join(f"{h}:{n}" for h, n in seeds.items()),
                         "cpu_seconds_needed": sum(n * cost(h) for h, n in seeds.items())})
-            if configured and experiment in configured:
-                chosen = {h: configured[experiment][h] for h in pilot}
+            own_configured = (configured or {}).get((experiment, policy), (configured or {}).get(experiment))
+            if own_configured:
+                chosen = {h: own_configured[h] for h in pilot}
                 row.update({"seeds_configured": " ".join(f"{h}:{n}" for h, n in chosen.items()),
                             "cpu_seconds_configured": sum(n * cost(h) for h, n in chosen.items()),
                             "predicted_half_width": predicted_half_width(pilot, chosen)})
@@ -424,13 +443,18 @@ def power_table(runs, target_half_width: float = 0.15, min_seeds: int = 10,
     return pd.DataFrame(rows)
 
 
-def configured_seeds(config: Mapping, experiments: Iterable[str]) -> dict[str, dict[int, int]]:
-    """experiment → T → seeds, as the config sets them."""
+def configured_seeds(config: Mapping, experiments: Iterable[str]) -> dict:
+    """experiment → T → seeds of the first stage, as the config sets them, and
+    (experiment, label) → T → seeds of both stages for each label of the
+    experiment's ``second_stage`` (its ``total_seeds`` where given, else the first stage's)."""
     result = {}
     for name in experiments:
         spec = config["experiments"][name]
-        by_horizon = {int(k): v for k, v in spec.get("seeds_by_horizon", {}).items()}
-        result[name] = {int(h): by_horizon.get(int(h), spec["seeds"]) for h in spec["sweep"]["horizon"]}
+        by_horizon = {int(k): v for k, v in (spec.get("seeds_by_horizon") or {}).items()}
+        first = result[name] = {int(h): by_horizon.get(int(h), spec["seeds"]) for h in spec["sweep"]["horizon"]}
+        for label, totals in ((spec.get("second_stage") or {}).get("total_seeds") or {}).items():
+            totals = {int(k): v for k, v in totals.items()}
+            result[(name, label)] = {h: max(n, totals.get(h, n)) for h, n in first.items()}
     return result
 
 

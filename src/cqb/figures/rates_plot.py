@@ -112,7 +112,9 @@ def rates_summary_markdown(summary, slopes, panel_titles: Mapping[str, str],
         own = slopes[slopes["experiment"] == experiment]
         rows = summary[summary["experiment"] == experiment]
         horizons = sorted(rows["horizon"].unique())
-        seeds = rows.groupby("horizon")["n_runs"].max()
+        # the first stage's seeds in the panel's line; a second stage's in its policy's
+        stage2 = rows["n_runs_stage2"] if "n_runs_stage2" in rows else 0
+        seeds = (rows["n_runs"] - stage2).groupby(rows["horizon"]).max()
         counts = (f"{int(seeds.min())}" if seeds.min() == seeds.max() else f"{int(seeds.min())}–{int(seeds.max())}")
         lines.append(f"*{panel_title}* (T = {horizons[0]}–{horizons[-1]}, {counts} seeds per T):")
         for _, fit in own.iterrows():
@@ -120,6 +122,11 @@ def rates_summary_markdown(summary, slopes, panel_titles: Mapping[str, str],
             stalled = int(fit["n_stalled"])
             stall_text = (f"{stalled} of {int(fit['n_runs'])} runs stalled"
                           if stalled else f"no run of {int(fit['n_runs'])} stalled")
+            if int(fit.get("n_runs_stage2", 0) or 0):
+                per_t = rows[rows["policy"] == fit["policy"]].sort_values("horizon")
+                stall_text += (f" ({int(fit['n_runs_stage2'])} of them a second stage on fresh seeds; seeds per T "
+                               + ", ".join(f"{int(h)}: {int(n)}" for h, n in zip(per_t["horizon"], per_t["n_runs"]))
+                               + ")")
             if math.isfinite(fit["slope"]):
                 reference = REFERENCE_RATES.get(fit["policy"], ("no bound",))[0]
                 est = rows[rows["policy"] == fit["policy"]].sort_values("horizon")

@@ -223,6 +223,7 @@ def expand_experiment(config: Mapping, name: str) -> list[Curve]:
         except ValueError:
             config_error(f"experiments.{name}.seeds_by_horizon", key, "not an integer horizon")
         # a horizon not swept is ignored: a layered config (smoke.yaml) may sweep other horizons
+    second_first, second_totals = second_stage_totals(experiment, name, sweep_param, labels)
     curves = []
     for label, (policy, params, display) in resolved.items():
         for value in sweep_values:
@@ -244,11 +245,62 @@ def expand_experiment(config: Mapping, name: str) -> list[Curve]:
                              instance["arrival_rate"] + instance["slack"],
                              "must be < 1 (no service probability reaches it)")
             first = experiment["first_seed"]
+            second = ()
+            if sweep_param == "horizon" and value in second_totals.get(label, {}):
+                # Stein's second stage: fresh seeds up to the total the first stage's spread asks for
+                total = second_totals[label][value]
+                if total < n_seeds:
+                    config_error(f"experiments.{name}.second_stage.total_seeds.{label}.{value}", total,
+                                 f"fewer than the first stage's {n_seeds} seeds at T = {value}")
+                second = tuple(range(second_first, second_first + total - n_seeds))  # fresh: check_second_stages
             curves.append(Curve(label=run_label, sweep_param=sweep_param, sweep_value=value,
-                                seeds=tuple(range(first, first + n_seeds)), experiment=name,
+                                seeds=tuple(range(first, first + n_seeds)) + second, experiment=name,
                                 base_label=label, policy=policy, display=display, params=run_params,
-                                instance=instance, instance_id=instance_id(instance), horizon=horizon))
+                                instance=instance, instance_id=instance_id(instance), horizon=horizon,
+                                second_stage_seeds=second))
     return curves
+
+
+def second_stage_totals(experiment: Mapping, name: str, sweep_param: str,
+                        labels: list[str]) -> tuple[int, dict[str, dict[int, int]]]:
+    """(first seed, label → T → seeds of both stages) of an experiment's
+    ``second_stage`` ((0, {}) without one); one config error line for a label the
+    experiment does not run, a key that is not a horizon, or no horizon sweep."""
+    stage = experiment.get("second_stage")
+    if not stage:
+        return 0, {}
+    key = f"experiments.{name}.second_stage"
+    if sweep_param != "horizon":
+        config_error(key, stage, "needs a horizon sweep (the seeds are given per T)")
+    totals = {}
+    for label, by_horizon in stage["total_seeds"].items():
+        if label not in labels:
+            config_error(f"{key}.total_seeds", label, f"not a policy of this experiment ({labels})")
+        totals[label] = {}
+        for horizon, total in by_horizon.items():
+            try:
+                totals[label][int(horizon)] = total  # YAML gives an int key, --config a string
+            except ValueError:
+                config_error(f"{key}.total_seeds.{label}", horizon, "not an integer horizon")
+    return int(stage["first_seed"]), totals
+
+
+def check_second_stages(curves: dict) -> None:
+    """A second stage's seeds are fresh: no experiment's first stage runs any of them."""
+    first_stage = {}
+    for name, experiment_curves in curves.items():
+        for curve in experiment_curves:
+            second = set(curve.second_stage_seeds)
+            for seed in curve.seeds:
+                if seed not in second:
+                    first_stage.setdefault(seed, name)
+    for name, experiment_curves in curves.items():
+        for curve in experiment_curves:
+            shared = sorted(seed for seed in curve.second_stage_seeds if seed in first_stage)
+            if shared:
+                config_error(f"experiments.{name}.second_stage.first_seed", curve.second_stage_seeds[0],
+                             f"its seeds {shared[:5]}… are first-stage seeds of experiment "
+                             f"{first_stage[shared[0]]}; a second stage needs fresh seeds (move first_seed)")
 
 
 def collect_runs(curves: dict) -> dict:
@@ -371,6 +423,7 @@ def build_plan(config: Mapping) -> Plan:
     """Runs, curves, figure specs, Figure 5's experiments and Figure 7's cells
     of a validated config (see validate_config: every default is the schema's)."""
     curves = {name: expand_experiment(config, name) for name in config["experiments"]}
+    check_second_stages(curves)
     runs = collect_runs(curves)
     figures = {name: figure_spec(config, curves, name) for name in config["figures"]}
     return Plan(runs, curves, figures, check_rates(config, curves), grid_cells(config, curves))

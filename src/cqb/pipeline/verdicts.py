@@ -111,14 +111,40 @@ def check_seed_uses(uses: Mapping[str, set]) -> None:
             shared = set(uses[first]) & set(uses[second])
             if shared:
                 config_error(f"seeds of {second}", f"{sorted(shared)[:5]}…",
-                             f"shared with {first}; every use of seeds (evaluation, tuning, powered "
-                             "claims, powered tuning) must have its own (move its first_seed)")
+                             f"shared with {first}; every use of seeds (evaluation, a second stage, tuning, "
+                             "powered claims, powered tuning) must have its own (move its first_seed)")
 
 
 def evaluation_seeds(plan, tuning_experiments) -> set:
-    """Every seed an experiment other than the tuning experiments runs."""
+    """Every first-stage seed an experiment other than the tuning experiments runs."""
     return {seed for name, curves in plan.curves.items() if name not in tuning_experiments
-            for curve in curves for seed in curve.seeds}
+            for curve in curves for seed in set(curve.seeds) - set(curve.second_stage_seeds)}
+
+
+def second_stage_seeds(plan) -> set:
+    """Every seed of an experiment's second stage (``second_stage``, Figure 5)."""
+    return {seed for curves in plan.curves.values() for curve in curves for seed in curve.second_stage_seeds}
+
+
+def seed_uses(config: Mapping, plan, tuning_experiments, powered, confirmatory, multiverse=None) -> dict:
+    """Every use of seeds of a config, each with its seeds, for :func:`check_seed_uses`:
+    ``powered`` and ``confirmatory`` are their designs' claims, ``multiverse`` its design or None."""
+    from ..analysis.powered import powered_seeds
+    from .confirmatory import confirmatory_seeds
+
+    stage2 = config["tuning"]["stage2"]
+    uses = {
+        "evaluation": evaluation_seeds(plan, tuning_experiments),
+        "Figure 5's second stage": second_stage_seeds(plan),
+        "tuning (stage 1)": {s for e in tuning_experiments for c in plan.curves[e] for s in c.seeds},
+        "tuning (stage 2)": set(range(stage2["first_seed"], stage2["first_seed"] + stage2["seeds"])),
+        "the powered claims": powered_seeds(powered),
+        "the confirmatory study": confirmatory_seeds(confirmatory),
+        "retired powered seeds (seen)": retired_seeds(config),
+    }
+    if multiverse:
+        uses["the multiverse"] = set(multiverse.seeds)
+    return uses
 
 
 def retired_seeds(config: Mapping) -> set:
