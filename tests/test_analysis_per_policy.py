@@ -104,3 +104,25 @@ def test_the_readme_summary_gives_the_verdict_per_policy_without_counting_it():
     assert "| ↳ for cqb_eps | fig3 | **holds** | by construction |" in text
     assert "| ↳ for cqb_opt | fig3 | **tie within δ** | – | 0.45 [0.38, 0.52] | 217 (confirmatory) |" in text
     assert "↳" not in claims_summary_markdown(claims, None)
+
+
+def test_the_readme_says_why_a_claim_stays_undecided_at_its_cap():
+    from cqb.pipeline.report import claims_summary_markdown
+
+    claims = pd.DataFrame([{"claim": "dim", "figure": "fig3", "statement": "Larger d converges slower (deteriorates)",
+                            "statistic": "s", "value": 0.44, "ci_low": 0.34, "ci_high": 0.55,
+                            "verdict": INCONCLUSIVE, "n_seeds": 10, "mark": "robust"}])
+    powered = pd.DataFrame([{"claim": "dim", "verdict": INCONCLUSIVE, "value": 0.57, "ci_low": 0.46,
+                             "ci_high": 0.68, "n_seeds": 160, "cap": 160, "excluded": "effects excluded: x"}])
+    per_policy = pd.DataFrame([
+        {"claim": "dim", "policy": "cqb_opt", "verdict": FAILS, "source": "confirmatory", "value": 0.39,
+         "ci_low": 0.32, "ci_high": 0.47, "n_seeds": 217, "by_construction": "", "figures_verdict": INCONCLUSIVE,
+         "figures_value": 0.3, "figures_ci_low": 0.1, "figures_ci_high": 0.7}])
+    calibration = pd.DataFrame([{"claim": "dim", "scenario": "null", "power": float("nan")},
+                                {"claim": "dim", "scenario": "effect", "power": 0.3985}])
+    text = claims_summary_markdown(claims, powered, per_policy, calibration=calibration)
+    assert ("*Larger d converges slower* stays inconclusive: its registered cap of 160 seeds is spent, and more "
+            "looks would exceed the design's α (effects excluded: x); the design's power at the observed effect "
+            "was 0.40 (calibration); per policy (↳ rows): cqb_opt does not hold (confirmatory).") in text
+    # not at the cap yet: no such note (more registered seeds could still decide it)
+    assert "stays inconclusive" not in claims_summary_markdown(claims, powered.assign(n_seeds=80), per_policy)

@@ -139,7 +139,8 @@ def _figures_reading(row) -> dict:
 
 def claims_summary_markdown(claims: pd.DataFrame, powered: pd.DataFrame | None,
                             per_policy: pd.DataFrame | None = None,
-                            multiverse: pd.DataFrame | None = None) -> str:
+                            multiverse: pd.DataFrame | None = None,
+                            calibration: pd.DataFrame | None = None) -> str:
     """The README's short table: each claim of the paper with its headline
     verdict (the primary reading, powered where it has one) and its mark
     (robust when every registered reading agrees, reading-dependent
@@ -169,14 +170,43 @@ def claims_summary_markdown(claims: pd.DataFrame, powered: pd.DataFrame | None,
             lines.append(f"| ↳ for {policy['policy']} | {row['figure']} | **{policy['verdict']}** | {own_mark} |"
                          f"{' – |' if across else ''} {_interval(policy)} | {_per_policy_source(policy)} | "
                          f"{_reading_text(_figures_reading(policy))} |")
+    power = {} if calibration is None else {
+        row["claim"]: row["power"] for _, row in calibration.iterrows() if row["scenario"] == "effect"}
+    undecided = [_undecided_note(row, _per_policy(per_policy, row["claim"]), power.get(row["claim"]))
+                 for row in rows if _at_cap_undecided(row)]
     tally = ", ".join(f"{n} {verdict}" for verdict, n in sorted(counts.items())) or "none"
     construction = (f"; {by_construction} holding by construction, shown and not counted"
                     if by_construction else "")
     per = ("\n\n↳ rows: the claim's verdict per policy, from the confirmatory study where the policy has one "
            "(n: its seeds), else the powered reading; not counted above." if per_policy is not None and len(per_policy)
            else "")
+    notes = "".join(f"\n{note}\n" for note in undecided)
     return (f"Of the paper's {len(rows)} claims, primary readings: {tally}{construction}.{per}\n\n"
-            + "\n".join(lines) + "\n")
+            + "\n".join(lines) + "\n" + notes)
+
+
+def _at_cap_undecided(row) -> bool:
+    """Inconclusive on the powered seeds with every registered seed used."""
+    powered = row["powered"]
+    return (powered is not None and powered["verdict"] == "inconclusive"
+            and int(powered["n_seeds"]) >= int(powered["cap"]))
+
+
+def _undecided_note(row, per_policy: list, power=None) -> str:
+    """Why a primary verdict stays inconclusive: its registered cap is spent
+    (more looks would exceed the design's α), the power the calibration shows
+    at the observed effect, what its last interval excludes, and where the ↳
+    rows decide it per policy."""
+    powered = row["powered"]
+    statement = str(row["statement"]).split(" (")[0]
+    excluded = powered.get("excluded") if hasattr(powered, "get") else None
+    excluded_text = f" ({excluded})" if isinstance(excluded, str) and excluded else ""
+    decided = [f"{p['policy']} {p['verdict']} ({p['source']})" for p in per_policy if p["verdict"] != "inconclusive"]
+    per_text = f"; per policy (↳ rows): {', '.join(decided)}" if decided else ""
+    power_text = (f"; the design's power at the observed effect was {power:.2f} (calibration)"
+                  if isinstance(power, float) and power == power else "")
+    return (f"*{statement}* stays inconclusive: its registered cap of {powered['cap']} seeds is spent, and "
+            f"more looks would exceed the design's α{excluded_text}{power_text}{per_text}.")
 
 
 def _claims_table(rows: list[dict], with_statistic: bool) -> str:

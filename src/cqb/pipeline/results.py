@@ -302,13 +302,17 @@ def publish(source: Path, destination: Path, readme: Path) -> list[str]:
 def readme_summary(folder: Path) -> str:
     """The README's claims summary from the tables in ``folder`` (the
     figures folder, or docs/results/ once published): the claims, their
-    powered reading and the per-policy readings where the folder has them."""
-    from .report import claims_summary_markdown, read_claims
+    powered reading, the per-policy readings, Figure 8's marks and the
+    calibration's power where the folder has them."""
+    from .report import claims_summary_markdown, read_claims, read_multiverse_marks
 
     powered, per_policy = folder / "claims_powered.tsv", folder / "claims_per_policy.tsv"
+    marks, calibration = folder / "fig8_marks.tsv", folder / "calibration.tsv"
     return claims_summary_markdown(read_claims(folder / "claims.tsv"),
                                    read_claims(powered) if powered.exists() else None,
-                                   read_claims(per_policy) if per_policy.exists() else None)
+                                   read_claims(per_policy) if per_policy.exists() else None,
+                                   read_multiverse_marks(marks) if marks.exists() else None,
+                                   pd.read_csv(calibration, sep="\t") if calibration.exists() else None)
 
 
 def _splice_page(page: Path, block: str, text: str) -> list[str]:
