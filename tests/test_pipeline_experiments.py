@@ -354,6 +354,13 @@ def test_second_stage_adds_fresh_seeds_to_its_labels_at_its_horizons():
     assert sum(stage == 2 for stage in stages.values()) == 5 and len(stages) == 4 + 2 + 4 + 6 + 5 + 4
 
 
+def test_a_layered_config_that_drops_a_second_stage_policy_drops_its_second_stage():
+    """Fewer policies (a user's --configfile): the second stage of a policy
+    that no longer runs is moot, as a horizon no longer swept is."""
+    plan, _ = plan_of({"experiments": {"rates_horizons": {"policies": ["cqb_opt"]}}})
+    assert all(c.second_stage_seeds == () for c in plan.curves["rates_horizons"])
+
+
 def test_second_stage_runs_are_keyed_and_shared_as_every_run():
     # CQB-η-2 at T = 5000 on the base instance is also the stall check's (seeds 100–299) and the
     # tuning's at its default c_β (1000–1029): one Run, one run file per seed
