@@ -192,3 +192,23 @@ def test_readme_table_carries_the_multiverse_mark_beside_the_readings_mark():
     assert "| mark | multiverse (Figure 8) |" in text
     assert "| **holds** | robust | choice-dependent (κ = 40) |" in text
     assert "multiverse" not in claims_summary_markdown(claims, None)
+
+
+def test_an_excluded_seed_leaves_every_cell_and_is_named(design):
+    """A seed on which some claim's instance cannot be drawn leaves every
+    column alike (default included), and the summary says which and why."""
+    config, plan, specs, _ = design
+    excluded = dict(config, multiverse={**config["multiverse"], "excluded_seeds": {90039: "no instance at ϵ = 0.15"}})
+    multiverse = multiverse_design(excluded, plan, specs)
+    assert multiverse.seeds == tuple(range(90000, 90039))
+    spec = multiverse.specs[0]
+    for alternative in multiverse.alternatives:
+        for curve in multiverse.cell_curves(spec, alternative, RUN_FILE):
+            assert curve.seeds == multiverse.seeds and not any("seed90039" in f for f in curve.files)
+    assert all(90039 not in run.seeds for run in multiverse_runs(multiverse).values())
+    text = render_markdown(multiverse, pd.DataFrame(columns=["claim"]), pd.DataFrame(columns=["statement"]))
+    assert "Seed 90039 is left out of every cell: no instance at ϵ = 0.15." in text
+    outside = dict(config, multiverse={**config["multiverse"], "excluded_seeds": {5: "x"}})
+    from cqb.errors import ConfigError
+    with pytest.raises(ConfigError, match="multiverse.excluded_seeds"):
+        multiverse_design(outside, plan, specs)

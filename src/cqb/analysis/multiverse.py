@@ -95,10 +95,11 @@ class Multiverse:
     units: Mapping  # claim → ((run label, sweep value), …)
     curves: Mapping  # experiment → [Curve] (the plan's)
     instance_key: Callable[[Mapping], str] = str  # an instance spec's id (the pipeline's instance_id)
+    excluded: Mapping = field(default_factory=dict)  # seed → why it is left out of every cell
 
     @property
     def seeds(self) -> tuple[int, ...]:
-        return tuple(range(self.first_seed, self.first_seed + self.n_seeds))
+        return tuple(s for s in range(self.first_seed, self.first_seed + self.n_seeds) if s not in self.excluded)
 
     @property
     def confidence(self) -> float:
@@ -278,7 +279,9 @@ def render_markdown(multiverse: Multiverse, cells, marks, header: str = "") -> s
               f"{seeds[0]}–{seeds[-1]} (n = {len(seeds)}), {level} intervals (the claim's own rule, "
               "\"does not hold\" Bonferroni over its comparisons). **Robust across the reconstruction**: no "
               "two cells reach opposite directional verdicts; **choice-dependent** otherwise, naming the "
-              "alternatives. Tuned constants stay tuned; c_β = 1 is the formula as written, not retuned.", "",
+              "alternatives. Tuned constants stay tuned; c_β = 1 is the formula as written, not retuned."
+              + "".join(f" Seed {seed} is left out of every cell: {why}." for seed, why in
+                        sorted(multiverse.excluded.items())), "",
               "| claim | default | mark | opposite under | differs under |", "| --- | --- | --- | --- | --- |"]
     for row in marks.itertuples():
         construction = " (by construction)" if row.by_construction else ""

@@ -43,8 +43,18 @@ def multiverse_design(config: Mapping, plan, specs) -> Multiverse | None:
                                         dict(entry.get("instance", {})), tuple(entry.get("experiments", [])),
                                         entry.get("note", "")))
     units = {spec.name: claim_units(spec, plan.curves[spec.experiment]) for spec in chosen}
-    return Multiverse(int(block["first_seed"]), int(block["seeds"]), float(block["alpha"]), tuple(chosen),
-                      tuple(alternatives), dict(config.get("claim_margins") or {}), units, plan.curves, instance_id)
+    first, n_seeds = int(block["first_seed"]), int(block["seeds"])
+    excluded = {}
+    for key, why in (block.get("excluded_seeds") or {}).items():
+        try:
+            seed = int(key)  # YAML gives an int key, --config a string
+        except ValueError:
+            config_error("multiverse.excluded_seeds", key, "not an integer seed")
+        if not first <= seed < first + n_seeds:
+            config_error("multiverse.excluded_seeds", key, f"not one of the seeds {first}–{first + n_seeds - 1}")
+        excluded[seed] = why
+    return Multiverse(first, n_seeds, float(block["alpha"]), tuple(chosen), tuple(alternatives),
+                      dict(config.get("claim_margins") or {}), units, plan.curves, instance_id, excluded)
 
 
 def multiverse_runs(multiverse: Multiverse) -> dict:
