@@ -208,7 +208,11 @@ def test_an_excluded_seed_leaves_every_cell_and_is_named(design):
     assert all(90039 not in run.seeds for run in multiverse_runs(multiverse).values())
     text = render_markdown(multiverse, pd.DataFrame(columns=["claim"]), pd.DataFrame(columns=["statement"]))
     assert "Seed 90039 is left out of every cell: no instance at ϵ = 0.15." in text
-    outside = dict(config, multiverse={**config["multiverse"], "excluded_seeds": {5: "x"}})
+    # a layered config drawing other seeds (smoke.yaml) keeps all of its own
+    other = dict(config, multiverse={**config["multiverse"], "first_seed": 95000, "seeds": 3,
+                                     "excluded_seeds": {90039: "x"}})
+    assert multiverse_design(other, plan, specs).seeds == (95000, 95001, 95002)
     from cqb.errors import ConfigError
     with pytest.raises(ConfigError, match="multiverse.excluded_seeds"):
-        multiverse_design(outside, plan, specs)
+        multiverse_design(dict(config, multiverse={**config["multiverse"], "excluded_seeds": {"x1": "y"}}),
+                          plan, specs)
