@@ -208,6 +208,9 @@ def test_an_excluded_seed_leaves_every_cell_and_is_named(design):
     assert all(90039 not in run.seeds for run in multiverse_runs(multiverse).values())
     text = render_markdown(multiverse, pd.DataFrame(columns=["claim"]), pd.DataFrame(columns=["statement"]))
     assert "Seed 90039 is left out of every cell: no instance at ϵ = 0.15." in text
+    from cqb.analysis.multiverse import excluded_text
+    assert excluded_text({7: "b", 3: "a", 5: "a"}) == (" Seeds 3, 5 are left out of every cell: a."
+                                                       " Seed 7 is left out of every cell: b.")
     # a layered config drawing other seeds (smoke.yaml) keeps all of its own
     other = dict(config, multiverse={**config["multiverse"], "first_seed": 95000, "seeds": 3,
                                      "excluded_seeds": {90039: "x"}})

@@ -268,6 +268,16 @@ def _interval(row) -> str:
     return f"{value:.3g}"
 
 
+def excluded_text(excluded: Mapping) -> str:
+    """The seeds left out of every cell, grouped by their reason."""
+    by_reason: dict = {}
+    for seed, why in sorted(excluded.items()):
+        by_reason.setdefault(why, []).append(seed)
+    return "".join(f" Seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))} "
+                   f"{'are' if len(seeds) > 1 else 'is'} left out of every cell: {why}."
+                   for why, seeds in by_reason.items())
+
+
 def render_markdown(multiverse: Multiverse, cells, marks, header: str = "") -> str:
     """Figure 8's summary: each claim's mark, then every cell with its
     statistic, value [interval], n and verdict."""
@@ -280,8 +290,7 @@ def render_markdown(multiverse: Multiverse, cells, marks, header: str = "") -> s
               "\"does not hold\" Bonferroni over its comparisons). **Robust across the reconstruction**: no "
               "two cells reach opposite directional verdicts; **choice-dependent** otherwise, naming the "
               "alternatives. Tuned constants stay tuned; c_β = 1 is the formula as written, not retuned."
-              + "".join(f" Seed {seed} is left out of every cell: {why}." for seed, why in
-                        sorted(multiverse.excluded.items())), "",
+              + excluded_text(multiverse.excluded), "",
               "| claim | default | mark | opposite under | differs under |", "| --- | --- | --- | --- | --- |"]
     for row in marks.itertuples():
         construction = " (by construction)" if row.by_construction else ""
