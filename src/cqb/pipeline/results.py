@@ -212,7 +212,7 @@ def _append_timing(table: Path, row: dict) -> None:
     atomic_write_text(table, "\n".join(lines) + "\n")
 
 
-TIMINGS_SHOWN = 1  # the docs page shows the latest run; every run is in timings.tsv
+TIMINGS_SHOWN = 6  # the docs page shows the latest runs (a replication and its own targets); every run is in timings.tsv
 
 
 def timings_markdown(table: Path, last: int = TIMINGS_SHOWN) -> str:
@@ -326,7 +326,7 @@ def last_run_markdown(table: Path) -> str:
     """One line on the last timed run of the whole replication (a `cqb time`
     row of a snakemake command without targets other than options)."""
     rows = pd.read_csv(table, sep="\t")
-    whole = rows[rows["label"].str.contains("whole replication", regex=False)]
+    whole = rows[rows["label"].str.startswith("the whole replication")]
     if whole.empty:
         return "No timed run of the whole replication yet (`cqb time`, docs/pipeline.md)."
     row = whole.iloc[-1]
