@@ -546,3 +546,26 @@ def test_the_server_stops_when_the_process_that_started_it_is_gone(tmp_path):
         for _ in range(100):  # reaped by init once it exits
             os.kill(int(pid), 0)
             time.sleep(0.05)
+
+
+def test_a_forked_run_imports_no_compiled_module(tmp_path):
+    """After the server's preload a run, its trace drawn or read from the
+    cache, loads no extension module: none of their imports (numpy.random's
+    nine take ~18 ms) is paid per job, and no Ctrl-C can land in one
+    (cqb.cli.load_compiled_modules)."""
+    code = f"""
+import json, sys
+from cqb.jobs.server import preload
+preload()
+before = set(sys.modules)
+from cqb.cli import main
+for _ in range(2):  # the trace drawn and written, then read
+    assert main(["run", "--policy", "cqb_opt", "--seed", "1", "--horizon", "300",
+                 "--trace-cache", {str(tmp_path / 'trace.npz')!r}, "--out", {str(tmp_path / 'run.npz')!r}]) == 0
+loaded = [name for name in set(sys.modules) - before
+          if str(getattr(sys.modules[name], "__file__", None) or "").endswith((".so", ".pyd"))]
+print(json.dumps(sorted(loaded)))
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == []

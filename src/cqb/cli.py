@@ -258,8 +258,28 @@ def _draw_trace(args, spec: dict, out: Path, blas_pinned: bool) -> int:
                   f"content {digest}", started, out)
 
 
+def load_compiled_modules() -> None:
+    """Import the Cython modules a run uses (numpy.random's, the core) with
+    SIGINT held back. A Cython module's import registers its types with
+    collections.abc under a bare ``except: pass``: a Ctrl-C handled there
+    would be swallowed and the run would go on to its end. Held back, the
+    signal arrives as the mask is restored, a KeyboardInterrupt like any
+    other. The run server imports them before it forks (preload), so its
+    runs find them loaded."""
+    import signal
+
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        import numpy.random  # noqa: F401
+
+        from .sim import _core  # noqa: F401  (cqb.sim.core checks the build when a run first uses it)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
 def run(args) -> int:
     blas_pinned = pin_blas_to_one_thread()  # before anything imports numpy
+    load_compiled_modules()
     from .sim.code_hash import simulation_code_hash
     from .sim.simulate import simulate
 

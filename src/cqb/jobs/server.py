@@ -55,6 +55,9 @@ def preload() -> str:
     from .. import cli
 
     cli.pin_blas_to_one_thread()  # before numpy: the children inherit one BLAS thread
+    # numpy.random (nine Cython modules, ~18 ms) and the core: a run imports no compiled module,
+    # so it pays no such import and a Ctrl-C cannot land in one (cli.load_compiled_modules)
+    cli.load_compiled_modules()
     from ..sim import runfile, simulate  # noqa: F401
     from ..sim.code_hash import simulation_code_hash
     from ..sim.policies import registered_policies
