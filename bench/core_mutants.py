@@ -99,6 +99,10 @@ MUTANTS = [
      "self.inverses[:, 0] = np.eye(d) / self.reg"),
     ("Filippi: returns its (radial) start", CORE, "for it in range(PROJECTION_MAX_ITER):", "for it in range(0):"),
     ("Filippi: line search blind to the objective's rounding", CORE, "PROJECTION_NOISE = 1e-13", "PROJECTION_NOISE = 0.0"),
+    ("round loop: signals never asked for", CORE, "if cython.compiled and t % SIGNAL_CHECK_ROUNDS == 0:",
+     "if False:"),
+    ("scorer cache: rows keyed by their first entry only", CORE,
+     "_, key = np.unique(rows, return_inverse=True)", "_, key = np.unique(self.contexts[:, 0], return_inverse=True)"),
 ]
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import signal
 import sys
 
 import numpy as np
@@ -372,6 +373,33 @@ def test_a_full_estimator_and_a_mismatched_trace_are_refused():
         core().play_rounds(chooser, np.ones(4, np.uint8), np.ones(3), np.full((4, 2), 0.5))
     with pytest.raises(ValueError, match="do not match"):  # more arrivals than jobs with true means
         core().play_rounds(chooser, np.ones(4, np.uint8), np.ones(4), np.full((3, 2), 0.5))
+
+
+def test_a_signal_during_the_round_loop_is_raised_inside_it():
+    """The compiled loop runs no bytecode, where the interpreter acts on a
+    signal: it asks every SIGNAL_CHECK_ROUNDS rounds, so the handler's
+    exception (a Ctrl-C's KeyboardInterrupt) comes out of play_rounds, not
+    after its last round. The oracle's scan of a queue that only grows makes
+    the 60,000 rounds last about a second."""
+
+    class Interrupted(Exception):
+        pass
+
+    def interrupt(*_):
+        raise Interrupted
+
+    horizon = 60_000
+    arrivals, service, means = np.ones(horizon, np.uint8), np.ones(horizon), np.full((horizon, 2), 0.5)
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+        with pytest.raises(Interrupted) as raised:
+            core().play_rounds(core().OracleChooser(means), arrivals, service, means)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    names = [entry.name.rsplit(".", 1)[-1] for entry in raised.traceback]  # compiled: cqb.sim._core.play_rounds
+    assert names[-2:] == ["play_rounds", "interrupt"], names
 
 
 # ------------------------------------------------------- the build check
