@@ -244,6 +244,18 @@ DOCS_BLOCKS = {("fig5_summary.md", "rates"): "docs/figures.md",
 
 # Pages that show a summary's prose only, its tables linked (the page's size)
 PROSE_ONLY = {"fig7.md": "results/fig7.md", "fig8.md": "results/fig8.md"}
+# Figure 8 is its own target, run after (and less often than) the replication:
+# its files keep the provenance of the run that made them, published beside
+# them, and a publish without them leaves the published ones in place.
+OWN_RUN = {"fig8.md": ("fig8_provenance.json", ("fig8.md", "fig8.tsv", "fig8_marks.tsv", "fig8.png"))}
+
+
+def summary_record(name: str, results: Path) -> dict:
+    """The provenance the published summary ``name`` was made with: its own
+    run's (OWN_RUN) where it has one, else the replication's."""
+    own = OWN_RUN.get(name)
+    path = results / (own[0] if own and (results / own[0]).exists() else "provenance.json")
+    return json.loads(path.read_text())
 
 
 def block_text(name: str, summary: str) -> str:
@@ -281,8 +293,12 @@ def publish(source: Path, destination: Path, readme: Path) -> list[str]:
         if (source / name).exists():
             (destination / name).write_bytes((source / name).read_bytes())
             written.append(str(destination / name))
+    for summary, (record_name, files) in OWN_RUN.items():
+        if (source / summary).exists():  # this run made them: their provenance is this run's
+            (destination / record_name).write_bytes((source / "provenance.json").read_bytes())
+            written.append(str(destination / record_name))
     record = json.loads((source / "provenance.json").read_text())
-    text = splice(readme.read_text(), "summary", provenance_line(record) + "\n\n" + readme_summary(source))
+    text = splice(readme.read_text(), "summary", provenance_line(record) + "\n\n" + readme_summary(source, marks_folder=destination))
     timings = destination / "timings.tsv"
     if timings.exists():
         if BEGIN.format(name="lastrun") in text:
@@ -292,22 +308,27 @@ def publish(source: Path, destination: Path, readme: Path) -> list[str]:
     for (name, block), page in DOCS_BLOCKS.items():
         if (source / name).exists():
             written += _splice_page(readme.parent / page, block,
-                                    provenance_line(record) + "\n\n" + block_text(name, (source / name).read_text()))
+                                    provenance_line(summary_record(name, destination)) + "\n\n"
+                                    + block_text(name, (source / name).read_text()))
     if (source / "report.html").exists():
         written += publish_report(source, destination)
     written += publish_candidates(source, destination)
     return written
 
 
-def readme_summary(folder: Path) -> str:
+def readme_summary(folder: Path, marks_folder: Path | None = None) -> str:
     """The README's claims summary from the tables in ``folder`` (the
     figures folder, or docs/results/ once published): the claims, their
     powered reading, the per-policy readings, Figure 8's marks and the
-    calibration's power where the folder has them."""
+    calibration's power where the folder has them. Figure 8's marks come from
+    ``marks_folder`` where ``folder`` has none (its own target, published
+    from an earlier run)."""
     from .report import claims_summary_markdown, read_claims, read_multiverse_marks
 
     powered, per_policy = folder / "claims_powered.tsv", folder / "claims_per_policy.tsv"
     marks, calibration = folder / "fig8_marks.tsv", folder / "calibration.tsv"
+    if not marks.exists() and marks_folder is not None:
+        marks = marks_folder / "fig8_marks.tsv"
     return claims_summary_markdown(read_claims(folder / "claims.tsv"),
                                    read_claims(powered) if powered.exists() else None,
                                    read_claims(per_policy) if per_policy.exists() else None,
