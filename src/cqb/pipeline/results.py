@@ -247,14 +247,14 @@ PROSE_ONLY = {"fig7.md": "results/fig7.md", "fig8.md": "results/fig8.md"}
 # Figure 8 is its own target, run after (and less often than) the replication:
 # its files keep the provenance of the run that made them, published beside
 # them, and a publish without them leaves the published ones in place.
-OWN_RUN = {"fig8.md": ("fig8_provenance.json", ("fig8.md", "fig8.tsv", "fig8_marks.tsv", "fig8.png"))}
+OWN_RUN = {"fig8.md": "fig8_provenance.json"}  # the summary → its run's record
 
 
 def summary_record(name: str, results: Path) -> dict:
     """The provenance the published summary ``name`` was made with: its own
     run's (OWN_RUN) where it has one, else the replication's."""
     own = OWN_RUN.get(name)
-    path = results / (own[0] if own and (results / own[0]).exists() else "provenance.json")
+    path = results / (own if own and (results / own).exists() else "provenance.json")
     return json.loads(path.read_text())
 
 
@@ -293,12 +293,13 @@ def publish(source: Path, destination: Path, readme: Path) -> list[str]:
         if (source / name).exists():
             (destination / name).write_bytes((source / name).read_bytes())
             written.append(str(destination / name))
-    for summary, (record_name, files) in OWN_RUN.items():
+    for summary, record_name in OWN_RUN.items():
         if (source / summary).exists():  # this run made them: their provenance is this run's
             (destination / record_name).write_bytes((source / "provenance.json").read_bytes())
             written.append(str(destination / record_name))
     record = json.loads((source / "provenance.json").read_text())
-    text = splice(readme.read_text(), "summary", provenance_line(record) + "\n\n" + readme_summary(source, marks_folder=destination))
+    text = splice(readme.read_text(), "summary",
+                  provenance_line(record) + "\n\n" + readme_summary(source, marks_folder=destination))
     timings = destination / "timings.tsv"
     if timings.exists():
         if BEGIN.format(name="lastrun") in text:
