@@ -19,10 +19,12 @@ CLIENT_NAME = "job-client"  # cqb.jobs.client.CLIENT_BINARY
 
 
 def core_extension():
+    import numpy
     from Cython.Build import cythonize
 
     return cythonize(
-        [Extension("cqb.sim._core", [CORE_SOURCE],
+        # numpy's headers: the bit generator's struct (numpy/random/bitgen.h) the sampler reads
+        [Extension("cqb.sim._core", [CORE_SOURCE], include_dirs=[numpy.get_include()],
                    # No FMA contraction: the same sums on every x86-64/arm64 target.
                    extra_compile_args=["-O3", "-ffp-contract=off"])],
         build_dir="build/cython",  # the generated C stays out of the source tree

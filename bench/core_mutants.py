@@ -21,7 +21,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 TESTS = ["tests/test_sim_core.py", "tests/test_sim_estimation.py", "tests/test_sim_policies.py",
-         "tests/test_sim_optimistic.py", "tests/test_sim_simulate.py", "tests/test_sim_parameters.py"]
+         "tests/test_sim_optimistic.py", "tests/test_sim_simulate.py", "tests/test_sim_parameters.py",
+         "tests/test_sim_instances.py"]
 CORE = "src/cqb/sim/_core.py"
 
 # (what the slip is, the file, the exact source text, its replacement)
@@ -102,7 +103,16 @@ MUTANTS = [
     ("round loop: signals never asked for", CORE, "if cython.compiled and t % SIGNAL_CHECK_ROUNDS == 0:",
      "if False:"),
     ("scorer cache: rows keyed by their first entry only", CORE,
-     "_, key = np.unique(rows, return_inverse=True)", "_, key = np.unique(self.contexts[:, 0], return_inverse=True)"),
+     "                if words[row * d + j] != words[i * d + j]:",
+     "                if j == 0 and words[row * d + j] != words[i * d + j]:"),
+    ("scorer cache: an occupied slot of the row keys taken for the same row", CORE,
+     "                if words[row * d + j] != words[i * d + j]:", "                if False:"),
+    ("sampler: the uniforms not scaled to (−1, 1)", CORE,
+     "row[j] = -1.0 + 2.0 * bits.next_double(bits.state)", "row[j] = -1.0 + bits.next_double(bits.state)"),
+    ("sampler: a draw at the low cut kept as undecided", CORE,
+     "code = 1 if best >= high else 0 if best <= low else 2", "code = 1 if best >= high else 0 if best < low else 2"),
+    ("sampler: the kept rows' buffer not followed when it grows", CORE,
+     "                    kept = kept_array.reshape(-1)\n", ""),
 ]
 
 

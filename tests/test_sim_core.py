@@ -606,6 +606,30 @@ def test_the_uncompiled_estimator_gives_the_compiled_state_after_every_update(pl
     assert estimators[0].refits == estimators[1].refits
 
 
+@pytest.mark.parametrize("n, d", [(6000, 4), (300, 1), (2000, 30), (0, 3)])
+def test_row_keys_group_rows_exactly_as_their_bytes_do(plain_core, n, d):
+    """The scorer's keys: rows share a key if and only if they are equal bit
+    for bit (a sort of the rows' bytes as the reference; −0.0 is not 0.0, a
+    NaN row equals its copy), numbered in order of first appearance, the
+    same compiled and as plain Python. Half the rows repeat others, so
+    the hash table's probing meets both equal and unequal rows."""
+    rng = np.random.default_rng(n + d)
+    rows = rng.integers(0, 3, size=(n, d)).astype(np.float64)  # many repeats, as a pool's rows
+    rows[::2] = rng.uniform(-1, 1, size=rows[::2].shape)
+    if n:
+        rows[1], rows[3] = 0.0, -0.0
+        rows[5], rows[7] = np.nan, np.nan
+    keys = core().row_keys(rows)
+    reference = np.unique(rows.view(np.dtype((np.void, 8 * d))).reshape(-1), return_inverse=True)[1].reshape(-1)
+    assert keys.dtype == np.intp and keys.shape == (n,)
+    assert len(set(zip(keys.tolist(), reference.tolist()))) == len(set(keys.tolist())) == len(set(reference.tolist()))
+    first_seen = [key for i, key in enumerate(keys.tolist()) if key not in keys[:i]]
+    assert first_seen == list(range(len(first_seen)))
+    if n:
+        assert keys[1] != keys[3] and keys[5] == keys[7] and len(first_seen) < n
+    np.testing.assert_array_equal(plain_core.row_keys(rows[:400]), keys[:400])
+
+
 def test_the_uncompiled_projection_and_screen_are_the_compiled_ones(plain_core):
     rng = np.random.default_rng(3)
     for n, d in [(2, 2), (30, 3), (12, 6), (60, 4)]:
@@ -617,7 +641,9 @@ def test_the_uncompiled_projection_and_screen_are_the_compiled_ones(plain_core):
         results = [module.filippi_projection(X, mle, design_inv, 1.0, bound, start) for module in (core(), plain_core)]
         assert results[0].tobytes() == results[1].tobytes()
         assert not np.array_equal(results[0], start)
-    raw, theta = rng.uniform(-1, 1, size=(2000, 4)), rng.uniform(-1, 1, size=(3, 4))
-    codes = [np.empty(2000, dtype=np.uint8) for _ in range(2)]
-    counts = [module.screen_contexts(raw, theta, 0.2, 0.5, c) for module, c in zip((core(), plain_core), codes)]
-    assert counts[0] == counts[1] > 0 and np.array_equal(codes[0], codes[1]) and (codes[0] == 2).any()
+    theta = rng.uniform(-1, 1, size=(3, 4))
+    streams = [np.random.default_rng(5) for _ in range(2)]
+    (rows, codes), (plain_rows, plain_codes) = [module.draw_screened(generator, 2000, theta, 0.2, 0.5)
+                                                for module, generator in zip((core(), plain_core), streams)]
+    assert rows.tobytes() == plain_rows.tobytes() and codes.tobytes() == plain_codes.tobytes()
+    assert {1, 2} <= set(codes.tolist()) and streams[0].random() == streams[1].random()

@@ -702,13 +702,11 @@ def test_context_sampler_draws_again_until_it_has_every_requested_context(monkey
 
     calls = []
 
-    def accept_first_rows(batch, theta, threshold):
-        calls.append(batch.shape[0])
-        mask = np.zeros(batch.shape[0], bool)
-        mask[:9 if len(calls) == 1 else batch.shape[0]] = True  # 9 of the 10 wanted, then all
-        return mask
+    def accept_first_rows(rng, size, theta, threshold):
+        calls.append(size)
+        return np.ones((9 if len(calls) == 1 else size, theta.shape[1]))  # 9 of the 10 wanted, then all
 
-    monkeypatch.setattr(instances, "_accepted", accept_first_rows)
+    monkeypatch.setattr(instances, "_draw_accepted", accept_first_rows)
     contexts = instances._sample_accepted_contexts(np.ones((2, 3)), 0.5, 10, np.random.default_rng(0), 0.5)
     assert contexts.shape == (10, 3) and len(calls) == 2
 

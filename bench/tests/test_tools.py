@@ -120,3 +120,33 @@ def test_a_baseline_that_does_not_run_is_refused_with_the_build_command(tmp_path
     with pytest.raises(SystemExit, match="build_ext --inplace"):
         trees.check_runs(tmp_path)
     assert trees.check_runs(trees.CHECKOUT) == SRC
+
+
+def _simulate_log(results: Path, instance: str, policy: str, seed: int, cpu: float) -> None:
+    log = results / "logs" / "simulate" / instance / "T500" / policy / f"seed{seed}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text(f"cqb 0.1.0 code x: {policy}\n{policy} seed {seed}: Q(T) = 1, Q*(T) = 1, 0.2 s "
+                   f"({cpu:.2f} s CPU in this process), wrote run.npz\n")
+
+
+def test_common_jobs_compares_only_trace_keys_with_the_same_jobs(tmp_path, capsys):
+    """A key whose jobs differ between the runs (an extra policy) is left out
+    of the common sum, and so is a log without its last line (a killed run)."""
+    from bench.common_jobs import job_cpu, main
+
+    old, new = tmp_path / "old" / "results", tmp_path / "new" / "results"
+    for results, scale in ((old, 1.0), (new, 0.5)):
+        for seed in (0, 1):
+            _simulate_log(results, "synth", "cqb_opt", seed, 0.1 * scale)
+            _simulate_log(results, "synth", "random", seed, 0.04 * scale)
+    _simulate_log(new, "synth", "cqb_ts", 1, 0.3)  # seed 1 has a third job in the new run only
+    _simulate_log(new, "pool", "cqb_opt", 0, 0.5)  # a key the old run lacks
+    killed = old / "logs" / "simulate" / "synth" / "T500" / "q_ucb" / "seed0.log"
+    killed.parent.mkdir(parents=True)
+    killed.write_text("cqb 0.1.0 code x: q_ucb\n")
+    assert len(job_cpu(old)) == 4 and len(job_cpu(new)) == 6
+    assert main([str(old), str(new)]) == 0
+    out = capsys.readouterr().out
+    assert "| 4 | 0 | 70.0 | 2 | 0 | 70.0 |" in out  # the old run: 0.28 s in all, seed 0's two jobs 0.14 s
+    assert "| 6 | 1 | 156.7 | 2 | 0 | 35.0 |" in out
+    assert "this / baseline: 0.50" in out

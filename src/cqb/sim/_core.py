@@ -17,7 +17,7 @@ What is here:
 * :func:`play_rounds`: the round loop of SPEC §1 (the queue, the lazy heap of
   the best waiting mean for the gap, the service coins and the arrivals), the
   only implementation of the queue dynamics that a policy runs through;
-* :func:`screen_contexts`: the rejection sampler's acceptance screen.
+* :func:`draw_screened`: the rejection sampler's draws and acceptance screen.
 
 Contexts that are mostly zeros (one-hot, pixels) take sparse paths: a zero
 term adds nothing to a sum, so skipping it changes no result.
@@ -25,7 +25,8 @@ term adds nothing to a sum, so skipping it changes no result.
 Arrays are flat C-contiguous views of the numpy arrays the Python side owns
 (``features[k, i, a]`` is ``_features[(k * capacity + i) * d + a]``), so a test
 reads every state as numpy. Randomness is the policy's numpy Generator, called
-through Python (its stream is numpy's). The code hash covers this file; the
+through Python (its stream is numpy's); the sampler reads its bit generator's
+uniforms directly (the same stream). The code hash covers this file; the
 build records its hash (cqb.sim.core checks it).
 """
 
@@ -34,11 +35,13 @@ import numpy as np
 
 if cython.compiled:
     from cython.cimports.cpython.exc import PyErr_CheckSignals
-    from cython.cimports.libc.math import ceil, exp, fabs, isnan, log, log1p, sqrt, tanh
+    from cython.cimports.cpython.pycapsule import PyCapsule_GetPointer
+    from cython.cimports.numpy.random import bitgen_t
+    from cython.cimports.libc.math import INFINITY, ceil, exp, fabs, isnan, log, log1p, sqrt, tanh
 else:
     from math import ceil, exp, fabs, isnan, log, log1p, sqrt, tanh
+    from math import inf as INFINITY
 
-HUGE = float("inf")
 # Filippi's projection: Newton (or Gauss-Newton) steps on the ball-constrained
 # problem stop when a step moves θ by less than PROJECTION_STEP_TOL (relative),
 # or a full Newton step by less than NEWTON_STEP_TOL (the next one would be
@@ -478,7 +481,7 @@ def filippi_solve(p: Projection, x: cython.double[::1], xo: cython.Py_ssize_t, n
         # z(ν): ν = 0 if inside, else the secular equation on [lo, hi]
         nu = 0.0
         lo = 0.0
-        hi = HUGE
+        hi = INFINITY
         for inner in range(60):
             for a in range(d * d):
                 p.shifted[a] = p.hess[a]
@@ -505,7 +508,7 @@ def filippi_solve(p: Projection, x: cython.double[::1], xo: cython.Py_ssize_t, n
             qnorm = dot(p.trial, 0, p.trial, 0, d)
             nu = nu + (norm * norm / qnorm) * (norm - bound) / bound
             if not (lo < nu < hi):  # safeguard: bisect the bracket
-                nu = 0.5 * (lo + hi) if hi < HUGE else 2.0 * lo + 1e-12
+                nu = 0.5 * (lo + hi) if hi < INFINITY else 2.0 * lo + 1e-12
         # pull z onto the ball if the search left it a hair outside
         norm = sqrt(dot(p.z, 0, p.z, 0, d))
         if norm > bound:
@@ -516,7 +519,7 @@ def filippi_solve(p: Projection, x: cython.double[::1], xo: cython.Py_ssize_t, n
         # to about 2‖V⁻¹r‖‖g(θ̂)‖ε; near the minimiser a Newton step lowers f by less than that
         noise = PROJECTION_NOISE * sqrt(dot(p.wres, 0, p.wres, 0, d) * dot(p.target, 0, p.target, 0, d))
         alpha = 1.0
-        trial_value = HUGE
+        trial_value = INFINITY
         for inner in range(40):
             for a in range(d):
                 p.trial[a] = theta[to + a] + alpha * (p.z[a] - theta[to + a])
@@ -828,6 +831,63 @@ def quad_or_dot(u: cython.double[::1], xs: cython.double[::1], xo: cython.Py_ssi
 
 # ---------------------------------------------------------------- the cached scores
 
+MASK64 = 0xFFFFFFFFFFFFFFFF  # unsigned 64-bit arithmetic wraps by itself in C; as plain Python it is masked
+
+
+def row_keys(rows):
+    """A key per row of the (n, d) float64 ``rows``, equal for rows equal bit
+    for bit (so −0.0 and 0.0 differ, as in a comparison of their bytes) and
+    only for them: 0, 1, … in order of first appearance, by a hash table of
+    the rows' 64-bit words, O(n·d) (a sort of the rows' bytes costs
+    O(n log n) comparisons)."""
+    array = np.ascontiguousarray(rows, dtype=np.float64)
+    if array.ndim != 2:
+        raise ValueError(f"row_keys: rows must be (n, d), got shape {array.shape}")
+    n: cython.Py_ssize_t = array.shape[0]
+    d: cython.Py_ssize_t = array.shape[1]
+    words: cython.ulonglong[::1] = array.view(np.uint64).reshape(-1)
+    size: cython.Py_ssize_t = 1
+    while size < 2 * n:
+        size *= 2
+    first_array = np.full(size, -1, dtype=np.intp)  # per slot, the first row of its content
+    first: cython.Py_ssize_t[::1] = first_array
+    keys_array = np.empty(n, dtype=np.intp)
+    keys: cython.Py_ssize_t[::1] = keys_array
+    i: cython.Py_ssize_t
+    j: cython.Py_ssize_t
+    row: cython.Py_ssize_t
+    slot: cython.Py_ssize_t
+    equal: cython.bint
+    next_key: cython.Py_ssize_t = 0
+    h: cython.ulonglong
+    MIX: cython.ulonglong = 0xFF51AFD7ED558CCD
+    for i in range(n):
+        h = 0x9E3779B97F4A7C15
+        for j in range(d):  # a multiply-xorshift mix of each word
+            h = (h ^ words[i * d + j]) * MIX
+            if not cython.compiled:
+                h &= MASK64
+            h ^= h >> 29
+        slot = cython.cast(cython.Py_ssize_t, h & (size - 1))
+        while True:
+            row = first[slot]
+            if row < 0:
+                first[slot] = i
+                keys[i] = next_key
+                next_key += 1
+                break
+            equal = True
+            for j in range(d):
+                if words[row * d + j] != words[i * d + j]:
+                    equal = False
+                    break
+            if equal:
+                keys[i] = keys[row]
+                break
+            slot = (slot + 1) & (size - 1)
+    return keys_array
+
+
 @cython.cclass
 class Scorer:
     """μ(xᵀθ_k), the bonus c_β·β_k·‖x‖_{V_k⁻¹} and their sum (the UCB index) of
@@ -876,11 +936,9 @@ class Scorer:
         self._bonuses = self.bonuses.reshape(-1)
         self._ucb = self.ucb.reshape(-1)
         self._stale = self.stale.view(np.uint8)
-        # one key per row content, bit for bit: a pool's repeated rows share their cached quadratic
-        # forms (a 1-D unique of the rows' bytes: np.unique(axis=0) sorts 3.5× slower)
-        rows = self.contexts.view(np.dtype((np.void, self.contexts.itemsize * estimator.dim))).reshape(-1)
-        _, key = np.unique(rows, return_inverse=True)
-        self._key = np.ascontiguousarray(key.reshape(-1), dtype=np.intp)
+        # one key per row content, bit for bit: a pool's repeated rows share their cached quadratic forms
+        key = row_keys(self.contexts)
+        self._key = key
         n_keys = int(key.max()) + 1 if self.n_contexts else 0
         self._quads = np.zeros(n_keys * K)
         self._quad_version = np.full(n_keys * K, -1, dtype=np.int64)
@@ -1178,7 +1236,7 @@ class QueueBanditChooser(Chooser):
                     self.server = k
             return
         for k in range(K):
-            value = self._s[k] / self._n[k] + sqrt(squared_log / (2.0 * self._n[k])) if self._n[k] > 0 else HUGE
+            value = self._s[k] / self._n[k] + sqrt(squared_log / (2.0 * self._n[k])) if self._n[k] > 0 else INFINITY
             if k == 0 or value > best:
                 best = value
                 self.server = k
@@ -1433,51 +1491,74 @@ def oracle_queue_lengths(arrivals, service, best_means):
 
 # ---------------------------------------------------------------- the sampler's screen
 
-def screen_contexts(raw, theta, low: cython.double, high: cython.double, codes):
-    """The rejection sampler's acceptance test on raw draws (rows of ``raw``,
-    not yet scaled to unit length): per row the largest score
-    max_k (raw·θ_k)/‖raw‖, coded 1 if ≥ high, 0 if ≤ low, 2 (undecided) in
-    between, into ``codes`` (uint8); returns the number coded 1."""
-    raw_array = np.ascontiguousarray(raw, dtype=np.float64)
+def draw_screened(rng, n_rows: cython.Py_ssize_t, theta, low: cython.double, high: cython.double):
+    """The rejection sampler's draws and its screen in one pass: ``n_rows`` raw
+    draws from U(−1, 1)^d, the very doubles ``rng.uniform(-1, 1, (n_rows, d))``
+    returns (−1 + 2u for each of the Generator's next uniforms u, row by row),
+    each coded by its largest score max_k (x·θ_k)/‖x‖ (x not yet scaled to
+    unit length): 1 if ≥ ``high``, 0 if ≤ ``low``, 2 (undecided) in between;
+    returns the rows coded 1 or 2, in draw order, and their codes. Compiled, the uniforms come one at a time from the
+    Generator's bit generator (numpy's documented ``bitgen_t`` of its
+    capsule), so the 10⁵–10⁶ draws of a run are never held in memory; as
+    plain Python, from ``rng.random``."""
     theta_array = np.ascontiguousarray(theta, dtype=np.float64)
-    if raw_array.ndim != 2 or theta_array.ndim != 2 or raw_array.shape[1] != theta_array.shape[1] \
-            or codes.shape != (raw_array.shape[0],) or codes.dtype != np.uint8:
-        raise ValueError("screen_contexts: raw (n, d) and theta (K, d), codes (n,) uint8")
-    n: cython.Py_ssize_t = raw_array.shape[0]
-    d: cython.Py_ssize_t = raw_array.shape[1]
+    if theta_array.ndim != 2 or n_rows < 0:
+        raise ValueError("draw_screened: theta (K, d) and n_rows ≥ 0")
     K: cython.Py_ssize_t = theta_array.shape[0]
-    x: cython.double[::1] = raw_array.reshape(-1)
+    d: cython.Py_ssize_t = theta_array.shape[1]
     th: cython.double[::1] = theta_array.reshape(-1)
-    code: cython.uchar[::1] = codes
+    capacity: cython.Py_ssize_t = n_rows // 16 + 16
+    kept_array = np.empty((capacity, d))
+    codes_array = np.empty(capacity, dtype=np.uint8)
+    kept: cython.double[::1] = kept_array.reshape(-1)
+    codes: cython.uchar[::1] = codes_array
+    row: cython.double[::1] = np.empty(d)
     i: cython.Py_ssize_t
     j: cython.Py_ssize_t
     k: cython.Py_ssize_t
+    m: cython.Py_ssize_t = 0
+    code: cython.int
     squares: cython.double
     best: cython.double
     score: cython.double
-    scaled: cython.double
-    accepted: cython.Py_ssize_t = 0
-    for i in range(n):
-        squares = 0.0
-        for j in range(d):
-            squares += x[i * d + j] * x[i * d + j]
-        best = -HUGE
-        for k in range(K):
-            score = 0.0
+    bits: cython.pointer(bitgen_t)
+    uniforms: cython.double[::1]
+    if not cython.compiled:
+        uniforms = rng.random(n_rows * d)
+    with rng.bit_generator.lock:  # as the Generator's own methods hold it
+        if cython.compiled:
+            bits = cython.cast(cython.pointer(bitgen_t),
+                               PyCapsule_GetPointer(rng.bit_generator.capsule, b"BitGenerator"))
+        for i in range(n_rows):
             for j in range(d):
-                score += x[i * d + j] * th[k * d + j]
-            if score > best:
-                best = score
-        # μ and 1/‖x‖ > 0 keep the order: scale the best score only
-        scaled = best / sqrt(squares)
-        if scaled >= high:
-            code[i] = 1
-            accepted += 1
-        elif scaled <= low:
-            code[i] = 0
-        else:
-            code[i] = 2
-    return accepted
+                if cython.compiled:
+                    row[j] = -1.0 + 2.0 * bits.next_double(bits.state)
+                else:
+                    row[j] = -1.0 + 2.0 * uniforms[i * d + j]
+            # the screen: the largest score max_k (x·θ_k)/‖x‖ against the cuts
+            squares = 0.0
+            for j in range(d):
+                squares += row[j] * row[j]
+            best = -INFINITY
+            for k in range(K):
+                score = 0.0
+                for j in range(d):
+                    score += row[j] * th[k * d + j]
+                best = score if score > best else best  # a max instruction, not a branch
+            best = best / sqrt(squares)  # μ and 1/‖x‖ > 0 keep the order: scale the best score only
+            code = 1 if best >= high else 0 if best <= low else 2
+            if code:
+                if m == capacity:  # grows as a list does: rare, accept rates are a few percent
+                    capacity *= 2
+                    kept_array = np.resize(kept_array, (capacity, d))
+                    codes_array = np.resize(codes_array, capacity)
+                    kept = kept_array.reshape(-1)
+                    codes = codes_array
+                for j in range(d):
+                    kept[m * d + j] = row[j]
+                codes[m] = code
+                m += 1
+    return kept_array[:m].copy(), codes_array[:m].copy()
 
 
 COMPILED = cython.compiled

@@ -147,7 +147,7 @@ def _row_max(matrix: np.ndarray) -> np.ndarray:
 
 def _sample_accepted_contexts(theta, threshold, n, rng, accept_rate, screen: bool = True) -> np.ndarray:
     """n unit contexts that pass the slack test, in draw order. ``screen``: the
-    acceptance test on the raw draws in compiled code (:func:`_accepted`);
+    draws and the acceptance test in compiled code (:func:`_draw_accepted`);
     False: the numpy reference (unit rows, then :func:`_passes`). Both consume
     the same uniforms and keep the same rows (tests/test_sim_instances.py)."""
     dim = theta.shape[1]
@@ -157,8 +157,7 @@ def _sample_accepted_contexts(theta, threshold, n, rng, accept_rate, screen: boo
     while have < n:
         size = int(math.ceil((n - have) / rate * 1.2)) + 64
         if screen:
-            raw = rng.uniform(-1.0, 1.0, size=(size, dim))
-            kept = raw[_accepted(raw, theta, threshold)]
+            kept = _draw_accepted(rng, size, theta, threshold)
             kept /= _row_norms(kept)[:, None]  # the same rows, bit for bit, as _unit_rows gives
         else:
             batch = _unit_rows(size, dim, rng)
@@ -175,22 +174,22 @@ def _sample_accepted_contexts(theta, threshold, n, rng, accept_rate, screen: boo
 SCREEN_SLOP = 1e-11
 
 
-def _accepted(raw: np.ndarray, theta: np.ndarray, threshold: float) -> np.ndarray:
-    """``_passes(raw / ‖raw‖, theta, threshold)`` for raw draws, without the unit
-    rows: the compiled screen decides every row clearly inside or outside the
-    cut and the numpy reference the rest (a handful per million draws)."""
+def _draw_accepted(rng, size: int, theta: np.ndarray, threshold: float) -> np.ndarray:
+    """Of ``size`` raw draws ``rng.uniform(-1, 1, (size, d))``, the rows that
+    pass ``_passes`` once scaled to unit length, in draw order, not yet scaled:
+    drawn and screened in compiled code (cqb.sim._core.draw_screened), which
+    decides every row clearly inside or outside the cut; the numpy reference
+    decides the rest (a handful per million draws)."""
     from .core import core
     cut = math.log(threshold) - math.log1p(-threshold)
     band = 1e-9 * (1.0 + abs(cut)) + SCREEN_SLOP * (1.0 + abs(cut))  # _passes's margin, widened
-    codes = np.empty(raw.shape[0], dtype=np.uint8)
-    core().screen_contexts(np.ascontiguousarray(raw), np.ascontiguousarray(theta, dtype=np.float64),
-                           cut - band, cut + band, codes)
+    rows, codes = core().draw_screened(rng, size, theta, cut - band, cut + band)
     accepted = codes == 1
     undecided = np.flatnonzero(codes == 2)
     if undecided.size:
-        rows = raw[undecided]
-        accepted[undecided] = _passes(rows / _row_norms(rows)[:, None], theta, threshold)
-    return accepted
+        near = rows[undecided]
+        accepted[undecided] = _passes(near / _row_norms(near)[:, None], theta, threshold)
+    return rows[accepted]
 
 
 def synthetic_instance(
@@ -216,8 +215,8 @@ def synthetic_instance(
     threshold = arrival_rate + slack
     for redraw in range(max_redraws):
         theta = rng.uniform(-1.0, 1.0, size=(n_servers, dim))
-        probe = rng.uniform(-1.0, 1.0, size=(acceptance_probe, dim))  # as _unit_rows draws them
-        accept_rate = float(_accepted(probe, theta, threshold).mean())
+        # the share of acceptance_probe raw draws (as _unit_rows draws them) that pass
+        accept_rate = _draw_accepted(rng, acceptance_probe, theta, threshold).shape[0] / acceptance_probe
         if accept_rate >= min_accept_rate:
             return Instance("synthetic", theta, float(arrival_rate), float(slack),
                             accept_rate=accept_rate,
