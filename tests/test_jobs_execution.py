@@ -6,6 +6,7 @@ and on a real Snakemake run."""
 from __future__ import annotations
 
 import copy
+import inspect
 import json
 import subprocess
 import sys
@@ -18,7 +19,7 @@ import yaml
 from conftest import REPO
 from cqb.pipeline.config_schema import validate_config
 from cqb.pipeline.results import config_hash
-from cqb.pipeline.scheduling import coalesce_rescheduling, replaceable
+from cqb.pipeline.scheduling import DeferredJobs, coalesce_rescheduling, defer_remaining_jobs, deferrable, replaceable
 
 SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
 
@@ -31,7 +32,8 @@ def _config() -> dict:
 
 def test_the_execution_switches_default_on_and_stay_out_of_the_config_hash():
     config = _config()
-    assert config["execution"] == {"run_server": True, "run_client": True, "coalesce_rescheduling": True}
+    assert config["execution"] == {"run_server": True, "run_client": True, "coalesce_rescheduling": True,
+                                   "defer_remaining_jobs": True}
     for switch in config["execution"]:
         flipped = copy.deepcopy(config)
         flipped["execution"][switch] = False
@@ -116,6 +118,84 @@ def test_where_its_own_way_fails_the_patch_calls_the_original(capsys, monkeypatc
     broken._schedule_reevalutation(0.25)
     assert armed[1:] == [(0.25, "<lambda>")]  # the original's timer
     assert "Snakemake's own re-evaluation instead" in capsys.readouterr().err
+
+
+class FakeDAG:
+    """needrun_jobs counts its passes; negative jobs are finished."""
+
+    def __init__(self, jobs):
+        self.jobs, self.passes = jobs, 0
+
+    def needrun_jobs(self):
+        self.passes += 1
+        return iter(self.jobs)
+
+    def finished(self, job):
+        return job < 0
+
+
+class FakeRemaining:
+    """What Snakemake 9's JobScheduler.remaining_jobs does."""
+
+    def __init__(self, jobs, running=(), failed=()):
+        self.workflow = type("Workflow", (), {})()
+        self.workflow.dag = FakeDAG(jobs)
+        self.running, self.failed = set(running), set(failed)
+
+    @property
+    def remaining_jobs(self):
+        return [
+            job
+            for job in self.workflow.dag.needrun_jobs()
+            if job not in self.running
+            and not self.workflow.dag.finished(job)
+            and job not in self.failed
+        ]
+
+
+def test_the_deferred_remaining_jobs_are_the_originals_made_only_when_read():
+    class Scheduler(FakeRemaining):
+        pass
+
+    assert deferrable(FakeRemaining.__dict__["remaining_jobs"])
+    assert defer_remaining_jobs(Scheduler) and defer_remaining_jobs(Scheduler)  # patching twice wraps once
+    assert Scheduler.__dict__["remaining_jobs"].original is FakeRemaining.__dict__["remaining_jobs"]
+    scheduler = Scheduler([3, -1, 5, 7, 9], running={5}, failed={9})
+    remaining = scheduler.remaining_jobs
+    assert isinstance(remaining, DeferredJobs) and scheduler.workflow.dag.passes == 0  # not listed until read
+    assert list(remaining) == [3, 7] and len(remaining) == 2 and remaining[1] == 7 and remaining
+    assert scheduler.workflow.dag.passes == 1  # listed once, then kept
+    assert not Scheduler([-2], running=()).remaining_jobs and 7 in remaining
+
+
+def test_the_remaining_jobs_patch_leaves_alone_a_property_it_was_not_written_for():
+    class Changed(FakeRemaining):
+        @property
+        def remaining_jobs(self):  # another pass: ordered by priority
+            return sorted(FakeRemaining.remaining_jobs.fget(self), key=lambda job: self.workflow.dag.priority(job))
+
+    original = Changed.__dict__["remaining_jobs"]
+    assert not deferrable(original) and defer_remaining_jobs(Changed) is False
+    assert Changed.__dict__["remaining_jobs"] is original
+    assert defer_remaining_jobs(object) is False
+
+
+def test_the_installed_snakemake_has_the_property_the_patch_defers_and_greedy_never_reads_it():
+    from snakemake.scheduling.greedy import Scheduler as Greedy
+    from snakemake.scheduling.greedy import SchedulerSettings
+    from snakemake.scheduling.job_scheduler import JobScheduler
+
+    prop = inspect.getattr_static(JobScheduler, "remaining_jobs")
+    assert deferrable(getattr(prop, "original", prop))
+
+    def unread(scheduler):
+        raise AssertionError("the greedy selector read the remaining jobs")
+
+    job = type("Job", (), {"scheduler_resources": {"_cores": 1}, "input": (), "priority": 0})()
+    greedy = Greedy.__new__(Greedy)
+    greedy.settings = SchedulerSettings(omit_prioritize_by_temp_and_input=True)
+    greedy.__post_init__()
+    assert greedy.select_jobs([job], DeferredJobs(unread, None), {"_cores": 2}, {}) == [job]
 
 
 TIMER_SNAKEFILE = textwrap.dedent('''

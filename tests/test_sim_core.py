@@ -627,7 +627,8 @@ def test_row_keys_group_rows_exactly_as_their_bytes_do(plain_core, n, d):
     assert first_seen == list(range(len(first_seen)))
     if n:
         assert keys[1] != keys[3] and keys[5] == keys[7] and len(first_seen) < n
-    np.testing.assert_array_equal(plain_core.row_keys(rows[:400]), keys[:400])
+    with np.errstate(over="ignore"):  # as plain Python the hash multiplies numpy uint64 words: they wrap, as in C
+        np.testing.assert_array_equal(plain_core.row_keys(rows[:400]), keys[:400])
 
 
 def test_the_uncompiled_projection_and_screen_are_the_compiled_ones(plain_core):

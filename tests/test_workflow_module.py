@@ -24,7 +24,7 @@ RUN = "results/smoke/runs/synth_K5_d5_lam0.7_eps0.1_acc0.005/T300/random/seed0.n
 def host_workflow(directory: Path, execution: dict | None) -> Path:
     """A host Snakefile that uses every rule of this workflow under the prefix
     `cqb_`, with the smoke config (and `execution` when given), whose
-    `onsuccess` records the two side effects."""
+    `onsuccess` records the side effects."""
     directory.mkdir(parents=True)
     overrides = f"config['execution'] = {execution!r}\n" if execution is not None else ""
     (directory / "Snakefile").write_text(textwrap.dedent(f"""\
@@ -47,8 +47,10 @@ def host_workflow(directory: Path, execution: dict | None) -> Path:
             from snakemake.scheduling.job_scheduler import JobScheduler
 
             patched = getattr(JobScheduler._schedule_reevalutation, "coalesced", False)
+            deferred = getattr(JobScheduler.__dict__["remaining_jobs"], "deferred", False)
             with open("probe.json", "w") as handle:
-                json.dump({{"patched": patched, "server": os.environ.get("CQB_RUN_SERVER")}}, handle)
+                json.dump({{"patched": patched, "deferred": deferred, "server": os.environ.get("CQB_RUN_SERVER")}},
+                          handle)
         """))
     return directory
 
@@ -62,9 +64,11 @@ def run_host(directory: Path) -> dict:
 
 
 def test_a_module_starts_no_run_server_and_patches_nothing(tmp_path):
-    assert run_host(host_workflow(tmp_path / "host", None)) == {"patched": False, "server": None}
+    assert run_host(host_workflow(tmp_path / "host", None)) == {"patched": False, "deferred": False,
+                                                                 "server": None}
 
 
-def test_a_module_whose_config_asks_gets_both(tmp_path):
-    probe = run_host(host_workflow(tmp_path / "host", {"run_server": True, "coalesce_rescheduling": True}))
-    assert probe["patched"] is True and probe["server"], probe
+def test_a_module_whose_config_asks_gets_them(tmp_path):
+    probe = run_host(host_workflow(tmp_path / "host", {"run_server": True, "coalesce_rescheduling": True,
+                                                       "defer_remaining_jobs": True}))
+    assert probe["patched"] is True and probe["deferred"] is True and probe["server"], probe

@@ -46,7 +46,7 @@ def load_config():
     schemas = WORKFLOW_ROOT / "workflow/schemas"
     if IS_MODULE:  # a module starts no run server and patches nothing unless its config asks
         execution = config.setdefault("execution", {})
-        for switch in ("run_server", "coalesce_rescheduling"):
+        for switch in ("run_server", "coalesce_rescheduling", "defer_remaining_jobs"):
             execution.setdefault(switch, False)
 
     def validated_plan():

@@ -1,10 +1,10 @@
 # What local runs add to Snakemake's own execution (docs/pipeline.md,
 # "Throughput"): `cqb` on the jobs' PATH, the run server that forks the
 # simulate jobs (cqb.jobs, docs/jobs.md; execution.run_server) and the
-# scheduler's timer patch (cqb.pipeline.scheduling;
-# execution.coalesce_rescheduling). Run as the main workflow, both switches
+# scheduler's patches (cqb.pipeline.scheduling; execution.coalesce_rescheduling,
+# execution.defer_remaining_jobs). Run as the main workflow, the switches
 # default to on and start in `onstart`. Included as a module, Snakemake runs
-# no `onstart` of the module, and both default to off (load_config): a module
+# no `onstart` of the module, and they default to off (load_config): a module
 # whose config turns one on gets it when the main process of a real run parses
 # the workflow; the run server then stops when Snakemake exits.
 
@@ -63,21 +63,26 @@ def stop_run_server():
         RUN_SERVER.stop()
 
 
-def coalesce_scheduler_timers():
-    """One pending re-evaluation timer instead of a chain per finished job."""
-    from cqb.pipeline.scheduling import coalesce_rescheduling
+def patch_scheduler():
+    """One pending re-evaluation timer instead of a chain per finished job;
+    the remaining jobs listed only when the job selector reads them."""
+    from cqb.pipeline.scheduling import coalesce_rescheduling, defer_remaining_jobs
 
-    if config["execution"]["coalesce_rescheduling"] and not coalesce_rescheduling():
-        print(
-            "cqb: this Snakemake's JobScheduler is not the one the timer patch was written for; "
-            "scheduling left as it is",
-            file=sys.stderr,
-        )
+    for switch, patch, what in (
+        ("coalesce_rescheduling", coalesce_rescheduling, "timer"),
+        ("defer_remaining_jobs", defer_remaining_jobs, "remaining-jobs"),
+    ):
+        if config["execution"][switch] and not patch():
+            print(
+                f"cqb: this Snakemake's JobScheduler is not the one the {what} patch was written for; "
+                "scheduling left as it is",
+                file=sys.stderr,
+            )
 
 
 def start_execution_helpers():
     start_run_server()
-    coalesce_scheduler_timers()
+    patch_scheduler()
 
 
 onstart:

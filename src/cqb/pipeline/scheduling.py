@@ -14,16 +14,25 @@ wants one while another is pending can rely on the pending one's round,
 which asks again if it still needs to. The workflow's ``onstart`` calls
 :func:`coalesce_rescheduling` (config ``execution.coalesce_rescheduling``).
 
-The patch replaces a private method, so it first checks that the method is
-the one it was written for (its parameters, and that it does nothing but arm
-a Timer that releases ``_open_jobs``), keeps the original, and calls the
-original whenever its own way fails."""
+Every scheduling round also lists the scheduler's remaining jobs (its
+``remaining_jobs`` property: a pass over every job of the DAG) for the job
+selector, and the greedy selector of the profile never reads them. With the
+DAG's ~23,000 jobs that pass was a third of Snakemake's own CPU in a py-spy
+profile, and its cost per job grows with the DAG. :func:`defer_remaining_jobs`
+(config ``execution.defer_remaining_jobs``) makes the list one that is made
+when first read (the ILP selector reads it at once; the greedy one never).
+
+Each patch replaces a private method or property, so it first checks that
+it is the one it was written for (its parameters and the names its code
+uses), keeps the original, and falls back to it: the timer patch calls the
+original whenever its own way fails, the deferred list is the original's."""
 
 from __future__ import annotations
 
 import inspect
 import sys
 import threading
+from collections.abc import Sequence
 
 METHOD = "_schedule_reevalutation"  # sic: Snakemake's spelling
 _PENDING = "_cqb_reevaluation_pending"
@@ -98,4 +107,67 @@ def coalesce_rescheduling(scheduler_class=None) -> bool:
     schedule_reevaluation.coalesced = True
     schedule_reevaluation.original = original
     setattr(scheduler_class, METHOD, schedule_reevaluation)
+    return True
+
+
+REMAINING = "remaining_jobs"
+# What the original lists (snakemake 9): the DAG's needrun jobs that are not running, finished or failed
+_REMAINING_NAMES = {"workflow", "dag", "needrun_jobs", "running", "finished", "failed"}
+
+
+class DeferredJobs(Sequence):
+    """The list ``getter(scheduler)`` returns, made when it is first read
+    (length, truth, items or iteration) and kept: a selector that never reads
+    it costs nothing."""
+
+    def __init__(self, getter, scheduler):
+        self._getter, self._scheduler, self._jobs = getter, scheduler, None
+
+    def _list(self) -> list:
+        if self._jobs is None:
+            self._jobs = list(self._getter(self._scheduler))
+        return self._jobs
+
+    def __len__(self) -> int:
+        return len(self._list())
+
+    def __getitem__(self, index):
+        return self._list()[index]
+
+    def __iter__(self):
+        return iter(self._list())
+
+
+def deferrable(prop) -> bool:
+    """Whether ``prop`` is the remaining-jobs property the patch defers."""
+    getter = getattr(prop, "fget", None)
+    code = getattr(getter, "__code__", None)
+    if not isinstance(prop, property) or code is None:
+        return False
+    return list(inspect.signature(getter).parameters) == ["self"] and _names(code) == _REMAINING_NAMES
+
+
+def defer_remaining_jobs(scheduler_class=None) -> bool:
+    """Make ``scheduler_class.remaining_jobs`` (Snakemake's ``JobScheduler``
+    by default) a :class:`DeferredJobs` of the original property. False,
+    changing nothing, when the class has no such property or not the one the
+    patch was written for."""
+    if scheduler_class is None:
+        try:
+            from snakemake.scheduling.job_scheduler import JobScheduler as scheduler_class
+        except ImportError:
+            return False
+    original = inspect.getattr_static(scheduler_class, REMAINING, None)
+    if getattr(original, "deferred", False):
+        return True
+    if not deferrable(original):
+        return False
+    getter = original.fget
+
+    class DeferredProperty(property):
+        deferred = True
+
+    deferred = DeferredProperty(lambda self: DeferredJobs(getter, self), doc=original.__doc__)
+    deferred.original = original
+    setattr(scheduler_class, REMAINING, deferred)
     return True
