@@ -129,24 +129,38 @@ def _simulate_log(results: Path, instance: str, policy: str, seed: int, cpu: flo
                    f"({cpu:.2f} s CPU in this process), wrote run.npz\n")
 
 
+TIMINGS_HEADER = ("date\tlabel\tcommand\twall_seconds\tload_before\tload_mean\tload_max\tcores\treturncode"
+                  "\tcpu_seconds\tsnakemake_cpu_seconds\n")
+
+
 def test_common_jobs_compares_only_trace_keys_with_the_same_jobs(tmp_path, capsys):
     """A key whose jobs differ between the runs (an extra policy) is left out
-    of the common sum, and so is a log without its last line (a killed run)."""
+    of the common sum, and so is a log without its last line (a killed run);
+    each run's row is its last timed run of the whole replication (not of a
+    target)."""
     from bench.common_jobs import job_cpu, main
 
-    old, new = tmp_path / "old" / "results", tmp_path / "new" / "results"
-    for results, scale in ((old, 1.0), (new, 0.5)):
+    old, new = tmp_path / "old", tmp_path / "new"
+    for clone, scale in ((old, 1.0), (new, 0.5)):
         for seed in (0, 1):
-            _simulate_log(results, "synth", "cqb_opt", seed, 0.1 * scale)
-            _simulate_log(results, "synth", "random", seed, 0.04 * scale)
-    _simulate_log(new, "synth", "cqb_ts", 1, 0.3)  # seed 1 has a third job in the new run only
-    _simulate_log(new, "pool", "cqb_opt", 0, 0.5)  # a key the old run lacks
-    killed = old / "logs" / "simulate" / "synth" / "T500" / "q_ucb" / "seed0.log"
+            _simulate_log(clone / "results", "synth", "cqb_opt", seed, 0.1 * scale)
+            _simulate_log(clone / "results", "synth", "random", seed, 0.04 * scale)
+        timings = clone / "docs" / "results" / "timings.tsv"
+        timings.parent.mkdir(parents=True)
+        timings.write_text(TIMINGS_HEADER
+                           + f"d\twhole\t.venv/bin/snakemake --cores 2\t{600 * scale + 5}\t1\t2.2\t3\t2\t0\t900\t90\n"
+                           + "d\tone figure\t.venv/bin/snakemake --cores 2 fig8\t50\t1\t2\t2\t2\t0\t80\t9\n")
+    _simulate_log(new / "results", "synth", "cqb_ts", 1, 0.3)  # seed 1 has a third job in the new run only
+    _simulate_log(new / "results", "pool", "cqb_opt", 0, 0.5)  # a key the old run lacks
+    killed = old / "results" / "logs" / "simulate" / "synth" / "T500" / "q_ucb" / "seed0.log"
     killed.parent.mkdir(parents=True)
     killed.write_text("cqb 0.1.0 code x: q_ucb\n")
-    assert len(job_cpu(old)) == 4 and len(job_cpu(new)) == 6
-    assert main([str(old), str(new)]) == 0
+    assert len(job_cpu(old / "results")) == 4 and len(job_cpu(new / "results")) == 6
+    out_file = tmp_path / "speed.md"
+    assert main([str(old), str(new), "--out", str(out_file)]) == 0
     out = capsys.readouterr().out
-    assert "| 4 | 0 | 70.0 | 2 | 0 | 70.0 |" in out  # the old run: 0.28 s in all, seed 0's two jobs 0.14 s
-    assert "| 6 | 1 | 156.7 | 2 | 0 | 35.0 |" in out
-    assert "this / baseline: 0.50" in out
+    assert out == out_file.read_text()
+    # the old run: 0.28 s in all, seed 0's two jobs 0.14 s; the new one: seed 0's at half
+    assert "| baseline | ? | 10 min 05 s | 900 | 90 | 2.2 | 4 | 0 | 70.0 | 2 | 0 | 70.0 |" in out
+    assert "| this code | ? | 5 min 05 s | 900 | 90 | 2.2 | 6 | 1 | 156.7 | 2 | 0 | 35.0 |" in out
+    assert "this code / baseline: 0.500" in out
