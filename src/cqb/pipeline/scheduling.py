@@ -138,6 +138,12 @@ class DeferredJobs(Sequence):
         return iter(self._list())
 
 
+class DeferredProperty(property):
+    """The patched property, marked (and given ``original``) so a second patch sees it."""
+
+    deferred = True
+
+
 def deferrable(prop) -> bool:
     """Whether ``prop`` is the remaining-jobs property the patch defers."""
     getter = getattr(prop, "fget", None)
@@ -163,10 +169,6 @@ def defer_remaining_jobs(scheduler_class=None) -> bool:
     if not deferrable(original):
         return False
     getter = original.fget
-
-    class DeferredProperty(property):
-        deferred = True
-
     deferred = DeferredProperty(lambda self: DeferredJobs(getter, self), doc=original.__doc__)
     deferred.original = original
     setattr(scheduler_class, REMAINING, deferred)
