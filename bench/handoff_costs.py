@@ -14,15 +14,16 @@ alternating within each of ``--rounds`` rounds so that load changes hit them
 alike:
 
 * the Python client (``cqb``) or the compiled one through this checkout's
-  server, and the baseline's compiled client through its own server (each
+  server; the compiled one through a server of this checkout that forks a
+  worker for every run (``worker_runs=1``); and the baseline's compiled client through its own server (each
   server with the client of its own tree: their protocols may differ);
 * ``no server``: ``cqb run`` in its own process, as without the run server.
 
 Per variant and job: the CPU of the job's process tree (bash and the client,
 ``RUSAGE_CHILDREN`` of this process), of the server itself
-(``/proc/PID/schedstat``) and of its forked runs (``cutime + cstime`` of
-``/proc/PID/stat``: the children it waited for, in clock ticks, so summed over
-a batch), and the median wall time of a job. With ``--phases N``, also the
+(``/proc/PID/schedstat``) and of its workers' runs (``cutime + cstime`` of
+``/proc/PID/stat`` for the workers it waited for, in clock ticks, so summed
+over a batch, and the schedstat of those alive), and the median wall time of a job. With ``--phases N``, also the
 in-process CPU of the phases of a run in N forks of a process prepared as the
 server prepares itself (its preload), for this checkout and the
 baseline.
@@ -52,11 +53,24 @@ FIRST_SEED = 700_000  # no experiment's
 TICK = os.sysconf("SC_CLK_TCK")
 
 
+def _schedstat(pid: int | str) -> float:
+    return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0]) / 1e9
+
+
 def _server_cpu(pid: int) -> tuple[float, float]:
-    """(the server's own CPU seconds, its waited-for children's)."""
-    own = int(Path(f"/proc/{pid}/schedstat").read_text().split()[0]) / 1e9
+    """(the server's own CPU seconds, its workers'): the workers it waited
+    for (cutime + cstime) and those still alive (a worker serves many runs).
+    A worker alive at one reading and reaped by the next counts once: its
+    whole life is in cutime then, its part before in the first reading."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return own, (int(fields[13]) + int(fields[14])) / TICK  # cutime, cstime
+    waited = (int(fields[13]) + int(fields[14])) / TICK
+    alive = 0.0
+    for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        try:
+            alive += _schedstat(child)
+        except (FileNotFoundError, ProcessLookupError):  # gone since the listing: then in cutime
+            pass
+    return _schedstat(pid), waited + alive
 
 
 def _job_line(client: str, seed: int, out: Path, log: Path, code_hash: str) -> str:
@@ -202,17 +216,19 @@ def main(argv: list[str] | None = None) -> int:
         baseline = subprocess.Popen([sys.executable, "-c", starter], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     env=baseline_env, text=True)
         socket_path, pid, client = baseline.stdout.readline().split()
-        servers["baseline"] = (socket_path, int(pid), client, baseline_env)
+        servers["the baseline's server"] = (socket_path, int(pid), client, baseline_env)
     server = run_client.start()
     if server is None or server.client is None:
         raise SystemExit("handoff_costs: the run server did not start, or its client was not built (no C compiler?)")
-    servers["this checkout"] = (server.socket_path, server.pid, server.client, base_env)
+    servers["this checkout's server"] = (server.socket_path, server.pid, server.client, base_env)
+    forking = run_client.start(worker_runs=1)  # the same server, a fresh fork for every run
+    servers["this checkout's server, a fork per run"] = (forking.socket_path, forking.pid, forking.client, base_env)
     variants = {"no server: cqb run in its own process": (cqb, base_env, None)}
     for label, (socket_path, pid, client, job_env) in servers.items():
         env = {**job_env, run_client.RUN_SERVER_VARIABLE: socket_path, run_client.RUN_FALLBACK_VARIABLE: cqb}
-        if label == "this checkout":  # this checkout's `cqb` speaks this checkout's protocol only
-            variants[f"Python client, {label}'s server"] = (cqb, env, pid)
-        variants[f"compiled client, {label}'s server"] = (client, env, pid)  # each server's own client
+        if label == "this checkout's server":  # this checkout's `cqb` speaks this checkout's protocol only
+            variants[f"Python client, {label}"] = (cqb, env, pid)
+        variants[f"compiled client, {label}"] = (client, env, pid)  # each server's own client
     results = {name: [] for name in variants}
     code_hash = simulation_code_hash()
     with tempfile.TemporaryDirectory(prefix="cqb-handoff-") as scratch:
@@ -230,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
                 sources = {"baseline": baseline_env, **sources}
             print(phases_table(args.phases, scratch, args.rounds, sources))
     server.stop()
+    forking.stop()
     if baseline is not None:
         baseline.stdin.close()  # its start()'s atexit stops its server
         baseline.wait(30)

@@ -19,6 +19,7 @@ import yaml
 from conftest import REPO
 from cqb.pipeline.config_schema import validate_config
 from cqb.pipeline.results import config_hash
+from cqb.jobs.client import WORKER_RUNS
 from cqb.pipeline.scheduling import DeferredJobs, coalesce_rescheduling, defer_remaining_jobs, deferrable, replaceable
 
 SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
@@ -33,10 +34,10 @@ def _config() -> dict:
 def test_the_execution_switches_default_on_and_stay_out_of_the_config_hash():
     config = _config()
     assert config["execution"] == {"run_server": True, "run_client": True, "coalesce_rescheduling": True,
-                                   "defer_remaining_jobs": True}
+                                   "defer_remaining_jobs": True, "worker_runs": WORKER_RUNS}
     for switch in config["execution"]:
         flipped = copy.deepcopy(config)
-        flipped["execution"][switch] = False
+        flipped["execution"][switch] = 1 if switch == "worker_runs" else False
         assert config_hash(flipped) == config_hash(config), switch
     science = copy.deepcopy(config)
     science["aggregate"]["ddof"] = 0

@@ -412,7 +412,9 @@ def test_a_stale_key_kills_nothing():
         server.selector = None  # not reached
         Key = collections.namedtuple("Key", "fileobj data")
         server._handle(Key(left, bystander.pid))  # reaped already: not among the children
-        server.children = {bystander.pid: (right, -1)}
+        worker = run_server.Worker(right)
+        worker.connection = right
+        server.children = {bystander.pid: worker}
         server._handle(Key(left, bystander.pid))  # a closed connection of an earlier child with that pid
         assert bystander.poll() is None
     finally:

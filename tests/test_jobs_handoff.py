@@ -151,6 +151,100 @@ def test_the_compiled_client_gives_the_bytes_an_own_process_writes(server, clien
     assert compiled.stderr.splitlines()[:-1] == own.stderr.splitlines()[:-1]  # all but the timings
 
 
+# jobs one after another, each unlike the one before it: policy, instance, folder, umask, environment
+REUSE_JOBS = [
+    ("random", ["--horizon", "100000", "--dim", "2", "--slack", "0.01"], 0o022, {}),
+    ("cqb_opt", ["--horizon", "300", "--dim", "3"], 0o027, {"CQB_TEST_ONLY_HERE": "1"}),
+    ("cqb_eps", ["--horizon", "300", "--set", "tau=40"], 0o077, {}),
+    ("q_ths", ["--horizon", "300", "--n-servers", "3"], 0o002, {"CQB_TEST_ONLY_HERE": "2"}),
+]
+
+
+@pytest.mark.parametrize("worker_runs, workers", [(3, ["a", "a", None, "b"]), (1, [None] * 4)])
+def test_a_worker_serves_runs_in_turn_each_as_its_own_process_would(tmp_path, monkeypatch, worker_runs, workers):
+    """A worker takes the next job after its run, up to worker_runs (then it
+    exits, and a fresh fork takes the next): each run writes the bytes and log
+    a process of its own writes, in the job's folder with the job's umask, and
+    logs its own CPU, not the worker's so far (the first run is long, the
+    second short). ``workers``: the idle worker after each job (None: none)."""
+    _own_environment(monkeypatch)
+    started = run_client.start(client=False, worker_runs=worker_runs)
+    try:
+        idle, cpu = [], []
+        for number, (policy, extra, umask, env) in enumerate(REUSE_JOBS):
+            folder = tmp_path / f"job{number}"
+            folder.mkdir()
+            args = ["run", "--policy", policy, "--seed", str(number), *extra]
+            job = subprocess.run(["/bin/sh", "-c", f'umask {umask:o}; exec "$@"', "sh", *CQB, *args,
+                                  "--out", "served.npz"], cwd=folder, env=_environment(started.socket_path, env),
+                                 capture_output=True, text=True, timeout=60)  # a pipe left open hangs
+            own = _run([*args, "--out", str(folder / "own.npz")], env_extra=env)
+            assert job.returncode == own.returncode == 0, job.stderr + own.stderr
+            assert "running in this process" not in job.stderr, job.stderr
+            assert (folder / "served.npz").read_bytes() == (folder / "own.npz").read_bytes()
+            assert (folder / "served.npz").stat().st_mode & 0o777 == 0o666 & ~umask
+            assert job.stderr.splitlines()[:-1] == own.stderr.splitlines()[:-1]  # all but the timings
+            cpu.append(float(run_client.OWN_CPU.search(job.stderr).group(1)))
+            if workers[number] is None:  # it has served its last run: it exits
+                assert _wait_for_no_children(started.pid), "a worker outlived its last run"
+                idle.append(None)
+            else:
+                (worker,) = _children(started.pid)
+                idle.append(worker)
+        names = {pid: name for pid, name in zip(idle, workers) if pid is not None}
+        assert [names.get(pid) for pid in idle] == workers and len(set(names.values())) == len(names)
+        assert cpu[0] > 0.2 and cpu[1] < 0.1, cpu
+    finally:
+        started.stop()
+
+
+ISOLATION_SCRIPT = r"""
+import json, os, socket, sys, warnings
+from cqb.jobs import server
+
+class FakeCli:
+    def main(argv):
+        print("ran", argv[1], os.getcwd(), oct(os.umask(0)), os.environ.get("CQB_TEST_VAR"), flush=True)
+        warnings.warn("a warning each run shows")
+        if argv[1] == "crash":
+            raise RuntimeError("a bug")
+        return int(argv[2])
+
+folder = sys.argv[1]
+results = []
+for number, (word, code, umask, env) in enumerate([("first", "0", 0o027, {"CQB_TEST_VAR": "set"}),
+                                                   ("second", "3", 0o077, {}), ("crash", "0", 0o022, {})]):
+    os.makedirs(os.path.join(folder, word))
+    job, ours = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    out = os.open(os.path.join(folder, word + ".out"), os.O_WRONLY | os.O_CREAT, 0o644)
+    err = os.open(os.path.join(folder, word + ".err"), os.O_WRONLY | os.O_CREAT, 0o644)
+    request = {"argv": ["run", word, code], "cwd": os.path.join(folder, word), "umask": umask,
+               "env": {**{k: v for k, v in os.environ.items() if k != "CQB_TEST_VAR"}, **env}}
+    results.append([*server._run_job(ours, request, [out, err], FakeCli), job.recv(100).decode(),
+                    os.readlink("/proc/self/fd/1"), os.readlink("/proc/self/fd/2")])
+print(json.dumps(results), file=open(os.path.join(folder, "results.json"), "w"))
+"""
+
+
+def test_each_run_of_a_worker_gets_its_jobs_stdio_folder_umask_and_environment_and_a_crash_ends_the_worker(
+        tmp_path):
+    """server._run_job three times in one process, as a worker runs jobs:
+    each run sees its job's folder, umask and environment (a variable of the
+    first job gone in the second), writes to its job's stdout and stderr
+    (released after it: /dev/null in their place), shows a warning again, and
+    reports its exit code; after an unexpected exception the worker takes no
+    other job."""
+    done = subprocess.run([sys.executable, "-c", ISOLATION_SCRIPT, str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert [row[:3] for row in results] == [[0, True, "started"], [3, True, "started"], [1, False, "started"]]
+    assert all(row[3:] == ["/dev/null", "/dev/null"] for row in results)
+    for word, umask, variable in [("first", "0o27", "set"), ("second", "0o77", "None"), ("crash", "0o22", "None")]:
+        assert (tmp_path / f"{word}.out").read_text() == f"ran {word} {tmp_path / word} {umask} {variable}\n"
+        assert "a warning each run shows" in (tmp_path / f"{word}.err").read_text()
+    assert "RuntimeError: a bug" in (tmp_path / "crash.err").read_text()
+
+
 @pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=needs_compiler)],
                          ids=["python client", "compiled client"])
 def test_a_forked_job_runs_in_its_own_folder_with_its_own_umask(server, tmp_path, request, compiled):

@@ -164,3 +164,30 @@ def test_common_jobs_compares_only_trace_keys_with_the_same_jobs(tmp_path, capsy
     assert "| baseline | ? | 10 min 05 s | 900 | 90 | 2.2 | 4 | 0 | 70.0 | 2 | 0 | 70.0 |" in out
     assert "| this code | ? | 5 min 05 s | 900 | 90 | 2.2 | 6 | 1 | 156.7 | 2 | 0 | 35.0 |" in out
     assert "this code / baseline: 0.500" in out
+
+
+def test_the_handoff_cost_counts_a_workers_runs_while_it_lives_and_once_after_it_is_reaped(tmp_path, monkeypatch):
+    """A worker serves several runs before the server waits for it: its CPU
+    is read while it lives (cutime alone would show none), and once after."""
+    import subprocess
+    import sys
+
+    from bench.handoff_costs import _server_cpu
+    from cqb.jobs import client as run_client
+
+    for name in (run_client.RUN_SERVER_VARIABLE, run_client.RUN_CLIENT_VARIABLE, run_client.RUN_FALLBACK_VARIABLE):
+        monkeypatch.delenv(name, raising=False)
+    server = run_client.start(client=False, worker_runs=2)
+    try:
+        readings = [_server_cpu(server.pid)[1]]
+        for seed in (1, 2):  # the second run is the worker's last: it exits and is reaped
+            done = subprocess.run([str(Path(sys.executable).parent / "cqb"), "run", "--policy", "cqb_opt", "--seed",
+                                   str(seed), "--horizon", "20000", "--out", str(tmp_path / f"{seed}.npz")],
+                                  capture_output=True, text=True, timeout=60)
+            assert done.returncode == 0 and "running in this process" not in done.stderr, done.stderr
+            readings.append(_server_cpu(server.pid)[1])
+    finally:
+        server.stop()
+    first, second = readings[1] - readings[0], readings[2] - readings[1]
+    assert first > 0.05, readings  # the live worker's first run
+    assert 0.5 * first < second < 1.5 * first, readings  # the second run, counted once (not its worker's life again)

@@ -220,11 +220,17 @@ def _check_pool_file(spec: dict) -> None:
                          "e.g. data/processed/mnist/instance.npz")
 
 
+# The process's CPU time when its run began: 0 for a process of its own or a
+# run server's fresh fork (its CPU counts from the fork); a worker that has
+# served runs before sets it as it takes the next (cqb.jobs.server).
+run_cpu_origin = 0.0
+
+
 def _wrote(summary: str, started: float, out: Path) -> int:
     """A job's last log line: what it wrote, its wall and CPU time (the CPU
-    part is what the pipeline's split and the run server read)."""
+    part is what the pipeline's split and the benchmarks read)."""
     print(f"{summary}, {time.perf_counter() - started:.2f} s "
-          f"({time.process_time():.2f} s CPU in this process), wrote {out}", file=sys.stderr)
+          f"({time.process_time() - run_cpu_origin:.2f} s CPU in this process), wrote {out}", file=sys.stderr)
     return 0
 
 

@@ -51,7 +51,8 @@ def start_run_server():
     if isolated & set(workflow.deployment_settings.deployment_method):
         return
     # simulate jobs have threads: 1; Snakemake sets their thread counts from it
-    RUN_SERVER = start(client=config["execution"]["run_client"], job_threads=1)
+    RUN_SERVER = start(client=config["execution"]["run_client"], job_threads=1,
+                       worker_runs=config["execution"]["worker_runs"])
     if RUN_SERVER is None:
         print("cqb: the run server did not start; every job starts its own Python", file=sys.stderr)
 

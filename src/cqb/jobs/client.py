@@ -30,6 +30,10 @@ CLIENT_BINARY = os.path.join(HERE, "job-client")  # where setup.py builds it
 # The CPU seconds a run's process spent, in the last line `cqb run` prints
 # (a forked run's own: the benchmarks read it from the job logs).
 OWN_CPU = re.compile(r"\(([0-9.]+) s CPU in this process\)")
+# Runs one forked worker of the server serves, one after another, before it
+# exits (the default of execution.worker_runs): bounds what runs may leave in
+# a worker's heap; 1 is a fresh fork per run.
+WORKER_RUNS = 100
 REQUEST_LIMIT = 1 << 20  # bytes of one request: a command line and an environment
 REPLY_LIMIT = 4096
 # The replies, each one SOCK_SEQPACKET message: STARTED (the forked run is
@@ -156,13 +160,15 @@ def remove_folder(folder: str) -> None:
 
 
 def start(socket_dir: str | None = None, timeout: float = 60.0, client: bool = True,
-          job_threads: int | None = None, request_timeout: float | None = None) -> RunServer | None:
+          job_threads: int | None = None, request_timeout: float | None = None,
+          worker_runs: int = WORKER_RUNS) -> RunServer | None:
     """Start a server for this process's jobs: ``CQB_RUN_SERVER`` is set in
     ``os.environ`` (jobs inherit it), and ``CQB_RUN_CLIENT`` where ``client``
     and a current compiled client is installed. ``job_threads``: the server
     starts with the thread counts Snakemake gives a job of that many threads,
     so that such jobs find its environment equal to theirs; ``request_timeout``:
-    the server's (cqb.jobs.server.REQUEST_TIMEOUT if None). The server stops
+    the server's (cqb.jobs.server.REQUEST_TIMEOUT if None); ``worker_runs``:
+    the runs each of its forked workers serves. The server stops
     when this process exits (atexit) or is gone. None where it cannot start
     (then jobs run in their own process, as without it)."""
     import atexit
@@ -187,6 +193,7 @@ def start(socket_dir: str | None = None, timeout: float = 60.0, client: bool = T
                "--remove", folder]  # what a killed parent cannot remove
     if request_timeout is not None:
         command += ["--request-timeout", str(request_timeout)]
+    command += ["--worker-runs", str(worker_runs)]
     try:
         # its own session: a kill of Snakemake's process group leaves it the moment it needs to
         # see its parent gone and remove its folder

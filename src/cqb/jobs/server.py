@@ -6,10 +6,14 @@ imports numpy, the simulator, the policies and scipy once, then listens on a
 Unix socket in a private folder. Each ``cqb run`` job stays its own Snakemake
 job and its own process: it finds the socket in ``CQB_RUN_SERVER``, sends its
 command line, working folder, environment and umask with its stdout/stderr,
-and waits. The server forks a child per request — a copy of the preloaded
-process — which tells the job it has started and runs exactly what ``cqb run``
-would have run in-process, writing to the job's own log; the server hands its
-exit status back, which the job exits with.
+and waits. The server hands the request to a *worker*, a fork of the
+preloaded process, which tells the job it has started and runs exactly what
+``cqb run`` would have run in-process, writing to the job's own log; the
+server hands its exit status back, which the job exits with. A worker then
+waits for the next request and serves up to ``--worker-runs`` runs, one after
+another, before it exits: a fork's first run pays the copy-on-write faults of
+the pages it touches (most of a short run's cost outside the simulation), the
+runs after it do not.
 
 A job runs once: where the server refuses it or is gone before the child said
 it started, the job runs in its own process; after that, a lost server fails
@@ -34,11 +38,13 @@ import sys
 import time
 
 from .client import (EXIT_STATUS, REFUSED, REQUEST_LIMIT, RUN_CLIENT_VARIABLE, RUN_FALLBACK_VARIABLE,
-                     RUN_SERVER_VARIABLE, STARTED)
+                     RUN_SERVER_VARIABLE, STARTED, WORKER_RUNS)
 
 REQUEST_TIMEOUT = 10.0  # seconds a connection may take to send its request (a client sends it at once)
 PR_SET_PDEATHSIG = 1  # <sys/prctl.h>
 _PEER_CREDENTIALS = struct.Struct("3i")  # struct ucred: pid, uid, gid
+# A worker's word after each run: the run's exit code, and whether it takes another run.
+_REPORT = struct.Struct("!i?")
 # Read by the interpreter, the dynamic loader, the C library or a numeric
 # library when a process starts (or imports numpy): a fork of the server
 # cannot take the job's value. The BLAS thread counts are not here: `cqb run`
@@ -138,16 +144,28 @@ def _close(*fds: int) -> None:
             pass
 
 
+class Worker:
+    """A forked worker as the server sees it: its end of the pair of sockets
+    the two talk over, and while it runs a job, the job's connection and
+    stderr (for a word on how the run ended)."""
+
+    def __init__(self, channel: socket.socket):
+        self.channel = channel
+        self.connection: socket.socket | None = None
+        self.stderr = -1
+
+
 class Server:
     """The select loop's state: the listener, connections awaiting their
-    request (with a deadline), and the children with their job's connection
-    and stderr."""
+    request (with a deadline), and the workers (children), busy with a job
+    or idle."""
 
     def __init__(self, socket_path: str, parent_pid: int | None, environment: dict,
-                 request_timeout: float = REQUEST_TIMEOUT):
+                 request_timeout: float = REQUEST_TIMEOUT, worker_runs: int = WORKER_RUNS):
         import selectors
 
         self.parent_pid, self.environment, self.request_timeout = parent_pid, environment, request_timeout
+        self.worker_runs = worker_runs
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         if os.path.exists(socket_path):
             os.unlink(socket_path)
@@ -167,7 +185,8 @@ class Server:
         self.selector.register(self.wake_read, selectors.EVENT_READ, "signal")
         self.accepting = True
         self.waiting: dict[socket.socket, float] = {}  # connection -> deadline of its request
-        self.children: dict[int, tuple[socket.socket, int]] = {}  # pid -> (job's connection, its stderr)
+        self.children: dict[int, Worker] = {}  # pid -> its worker, busy or idle
+        self.idle: list[int] = []  # idle workers, the last to finish last: it is taken first (its pages are warm)
 
     def _stop(self, *_):
         self.stopping = True
@@ -206,9 +225,13 @@ class Server:
         elif key.data == "request":
             if key.fileobj in self.waiting:
                 self._take_request(key.fileobj)
+        elif isinstance(key.data, tuple):  # ("worker", pid): a worker's report, or its end
+            worker = self.children.get(key.data[1])
+            if worker is not None and worker.channel is key.fileobj:
+                self._read_report(key.data[1], worker)
         else:  # a running job's connection: readable when the job has gone
             entry = self.children.get(key.data)
-            if entry is not None and entry[0] is key.fileobj:  # not a connection _reap closed in this batch
+            if entry is not None and entry.connection is key.fileobj:  # not a connection closed in this batch
                 try:
                     os.kill(key.data, signal.SIGKILL)  # not yet reaped, so still our child
                 except ProcessLookupError:
@@ -229,6 +252,8 @@ class Server:
             self.accepting = False
         for connection in list(self.waiting):
             self._drop(connection)
+        while self.idle:  # no more jobs: an idle worker sees its socket close and exits
+            self._retire(self.children[self.idle.pop()])
 
     def _accept(self) -> None:
         import selectors
@@ -284,15 +309,79 @@ class Server:
                 _close(*fds)
                 connection.close()
                 return
-            request = json.loads(message)
-            pid = self._fork(connection, request, fds)
+            pid = self._hand_to_idle_worker(connection, message, fds)
+            if pid is None:
+                pid = self._fork(connection, json.loads(message), fds)
         except BaseException:
             _close(*fds)
             connection.close()
             raise
         os.close(fds[0])
-        self.children[pid] = (connection, fds[1])  # its stderr: for a word on how the run ended
+        worker = self.children[pid]
+        worker.connection, worker.stderr = connection, fds[1]
         self.selector.register(connection, selectors.EVENT_READ, pid)
+
+    def _hand_to_idle_worker(self, connection: socket.socket, message: bytes, fds: list[int]) -> int | None:
+        """The pid of the idle worker now running the request, or None (no
+        worker is idle, or none took it: a fork runs it)."""
+        while self.idle:
+            pid = self.idle.pop()
+            worker = self.children[pid]
+            try:
+                socket.send_fds(worker.channel, [message], [connection.fileno(), *fds])
+            except OSError as error:
+                if error.errno == errno.EMSGSIZE:  # too large for the pair: a fork has it in its memory
+                    self.idle.append(pid)
+                    return None
+                self._retire(worker)  # it has gone: _reap sees to it
+                continue
+            return pid
+        return None
+
+    def _read_report(self, pid: int, worker: Worker) -> None:
+        """A worker's word after a run: the job gets its exit status, and the
+        worker becomes idle, or is retired. An end of file: it has exited
+        (_reap tells its job, if any)."""
+        try:
+            report = worker.channel.recv(_REPORT.size)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            report = b""
+        if len(report) != _REPORT.size:
+            self._retire(worker)
+            return
+        code, more = _REPORT.unpack(report)
+        self._answer(worker, code)
+        if more and self.accepting and not self.stopping:
+            self.idle.append(pid)
+        else:
+            self._retire(worker)
+
+    def _answer(self, worker: Worker, code: int) -> None:
+        """The job's exit status, and its connection and stderr closed."""
+        if worker.connection is None:
+            return
+        os.close(worker.stderr)
+        try:
+            worker.connection.send(EXIT_STATUS.pack(code))
+        except OSError:
+            pass  # the job has gone
+        try:
+            self.selector.unregister(worker.connection)
+        except (KeyError, ValueError):
+            pass
+        worker.connection.close()
+        worker.connection, worker.stderr = None, -1
+
+    def _retire(self, worker: Worker) -> None:
+        """Closed, the worker's socket tells it to exit once its run (if any) is done."""
+        if worker.channel.fileno() >= 0:
+            try:
+                self.selector.unregister(worker.channel)
+            except (KeyError, ValueError):
+                pass
+            worker.channel.close()
 
     def _problem(self, message: bytes, fds: list[int], flags: int):
         """None for a request to run; a string for one that is not one (closed
@@ -310,14 +399,23 @@ class Server:
         return (difference,) if difference else None
 
     def _fork(self, connection: socket.socket, request: dict, fds: list[int]) -> int:
+        import selectors
+
         server_pid = os.getpid()
         sys.stdout.flush()
         sys.stderr.flush()
-        pid = os.fork()
+        channel, worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            pid = os.fork()
+        except BaseException:
+            channel.close()
+            worker_end.close()
+            raise
         if pid == 0:
             code = 1
             try:
-                code = _child(self, server_pid, connection, request, fds)
+                channel.close()
+                code = _worker(self, server_pid, worker_end, connection, request, fds)
             except BaseException:
                 try:
                     import traceback
@@ -328,6 +426,10 @@ class Server:
                     pass
             finally:
                 os._exit(code)
+        worker_end.close()
+        channel.setblocking(False)
+        self.children[pid] = Worker(channel)
+        self.selector.register(channel, selectors.EVENT_READ, ("worker", pid))
         return pid
 
     def _reap(self) -> None:
@@ -338,30 +440,28 @@ class Server:
                 return
             if pid == 0:
                 return
-            entry = self.children.pop(pid, None)
-            if entry is None:
+            worker = self.children.get(pid)
+            if worker is None:
                 continue
-            connection, stderr = entry
-            code = os.waitstatus_to_exitcode(status)
+            if worker.connection is not None and worker.channel.fileno() >= 0:
+                self._read_report(pid, worker)  # a report it sent before it ended comes first
+            del self.children[pid]
+            if pid in self.idle:
+                self.idle.remove(pid)
+            self._retire(worker)
+            if worker.connection is None:
+                continue
+            code = os.waitstatus_to_exitcode(status)  # it ended in its run
             if code < 0:
                 try:
                     name = signal.Signals(-code).name
                 except ValueError:
                     name = str(-code)
                 try:
-                    os.write(stderr, f"cqb: the run was killed by signal {name}\n".encode())
+                    os.write(worker.stderr, f"cqb: the run was killed by signal {name}\n".encode())
                 except OSError:
                     pass
-            os.close(stderr)
-            try:
-                connection.send(EXIT_STATUS.pack(code if code >= 0 else 128 - code))
-            except OSError:
-                pass  # the job has gone
-            try:
-                self.selector.unregister(connection)
-            except (KeyError, ValueError):
-                pass
-            connection.close()
+            self._answer(worker, code if code >= 0 else 128 - code)
 
     def close(self) -> None:
         for pid in self.children:
@@ -383,24 +483,58 @@ def _die_with_server(server_pid: int) -> bool:
     return os.getppid() == server_pid
 
 
-def _child(server: Server, server_pid: int, connection: socket.socket, request: dict, fds: list[int]) -> int:
-    """In the fork: tied to the server, the job's stdio, folder and
-    environment; STARTED; then `cqb run`."""
+def _worker(server: Server, server_pid: int, channel: socket.socket, connection: socket.socket, request: dict,
+            fds: list[int]) -> int:
+    """In the fork: tied to the server, rid of the server's descriptors; then
+    the job it was forked for, and each job the server sends after it (a
+    request with its connection, stdout and stderr) until it has served
+    ``server.worker_runs``, a run ended in an unexpected exception, or the
+    server closes the socket."""
     if not _die_with_server(server_pid):
         return 1  # the server is gone and said nothing: the job runs in its own process
     signal.set_wakeup_fd(-1)
     for number in (signal.SIGCHLD, signal.SIGTERM):
         signal.signal(number, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a `cqb run` of its own
     server.selector.close()
     _close(server.wake_read, server.wake_write)
     server.listener.close()
-    for other in [*server.waiting, *(entry[0] for entry in server.children.values())]:
+    for other in [*server.waiting, *(worker.connection for worker in server.children.values()
+                                     if worker.connection is not None)]:
         other.close()
-    _close(*(entry[1] for entry in server.children.values()))
-    null = os.open(os.devnull, os.O_RDONLY)
+    for worker in server.children.values():  # else a retired worker would never see its socket close
+        worker.channel.close()
+        _close(worker.stderr)
+    from .. import cli
+
+    runs = 0
+    while True:
+        code, reusable = _run_job(connection, request, fds, cli)
+        runs += 1
+        more = reusable and runs < server.worker_runs
+        channel.send(_REPORT.pack(code, more))
+        if not more:
+            return code
+        try:
+            message, fds, _, _ = socket.recv_fds(channel, REQUEST_LIMIT, 3)
+        except OSError:
+            return 0
+        if not message or len(fds) != 3:  # the server closed the socket: no more jobs
+            _close(*fds)
+            return 0
+        connection = socket.socket(fileno=fds[0])
+        fds, request = fds[1:], json.loads(message)
+        cli.run_cpu_origin = time.process_time()  # the run's CPU, not the worker's so far
+
+
+def _run_job(connection: socket.socket, request: dict, fds: list[int], cli) -> tuple[int, bool]:
+    """One job in the worker: the job's stdio, folder, umask and environment;
+    STARTED; `cqb run` as in a process of its own; then the job's stdio let
+    go. Its exit code, and whether the worker may take another."""
+    import warnings
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a `cqb run` of its own
+    null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
-    os.close(null)
     for target, fd in zip((1, 2), fds):
         os.dup2(fd, target)
         os.close(fd)
@@ -410,13 +544,16 @@ def _child(server: Server, server_pid: int, connection: socket.socket, request: 
         _use_environment(request["env"])
     except OSError as error:  # nothing ran yet: the job runs in its own process
         connection.send(REFUSED + f"cannot enter the job's folder: {error}".encode())
-        return 1
+        connection.close()
+        _release_stdio(null)
+        return 1, True
     connection.send(STARTED)
     connection.close()
-    from ..cli import main
-
+    reusable = True
     try:
-        code = main(list(request["argv"]))
+        # the filters as the run found them, and a warning shown again in each run's log
+        with warnings.catch_warnings():
+            code = cli.main(list(request["argv"]))
     except SystemExit as exit:  # as the interpreter ends a `cqb run` of its own
         code = _exit_code(exit)
     except KeyboardInterrupt:  # as the interpreter does: the traceback, then death by SIGINT
@@ -431,9 +568,18 @@ def _child(server: Server, server_pid: int, connection: socket.socket, request: 
         import traceback
 
         traceback.print_exc()
-        code = 1
+        code, reusable = 1, False  # what it left behind is unknown: no run after it here
     _flush()
-    return code if isinstance(code, int) else 0
+    _release_stdio(null)
+    return (code if isinstance(code, int) else 0), reusable
+
+
+def _release_stdio(null: int) -> None:
+    """The job's stdout and stderr closed in the worker (a pipe's reader sees
+    its end), /dev/null in their place."""
+    for target in (1, 2):
+        os.dup2(null, target)
+    os.close(null)
 
 
 def _flush() -> None:
@@ -481,13 +627,14 @@ def remove(paths) -> None:
 
 
 def serve(socket_path: str, parent_pid: int | None = None, ready_fd: int | None = None,
-          remove_when_orphaned: tuple[str, ...] = (), request_timeout: float = REQUEST_TIMEOUT) -> int:
+          remove_when_orphaned: tuple[str, ...] = (), request_timeout: float = REQUEST_TIMEOUT,
+          worker_runs: int = WORKER_RUNS) -> int:
     """Accept run requests on ``socket_path`` until SIGTERM or until the
     parent process (the Snakemake that started us) is gone; in that case only,
     the paths in ``remove_when_orphaned`` are removed (else the parent does)."""
     environment = {name: value for name, value in os.environ.items() if name not in RUNTIME_VARIABLES}
     preload()
-    server = Server(socket_path, parent_pid, environment, request_timeout)
+    server = Server(socket_path, parent_pid, environment, request_timeout, worker_runs)
     if ready_fd is not None:
         os.write(ready_fd, b"ready\n")
         os.close(ready_fd)
@@ -512,8 +659,23 @@ def main(argv: list[str] | None = None) -> int:
                         help="a file or folder (with its files) to remove when the parent is gone (repeatable)")
     parser.add_argument("--request-timeout", type=float, default=REQUEST_TIMEOUT, metavar="SECONDS",
                         help="drop a connection that sends no request for this long")
+    parser.add_argument("--worker-runs", type=_positive, default=WORKER_RUNS, metavar="N",
+                        help="runs one forked worker serves, one after another, before it exits (1: a fork per run)")
     args = parser.parse_args(argv)
-    return serve(args.socket, args.parent, args.ready_fd, tuple(args.remove), args.request_timeout)
+    return serve(args.socket, args.parent, args.ready_fd, tuple(args.remove), args.request_timeout,
+                 args.worker_runs)
+
+
+def _positive(text: str) -> int:
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"not a positive integer: {text!r}")
+    return value
 
 
 if __name__ == "__main__":
