@@ -103,7 +103,7 @@ def handoff_table(results: dict, jobs: int, rounds: int, load: tuple) -> str:
              f"alternating; per job, mean of the rounds' CPU; load average (1, 5, 15 min) "
              f"{', '.join(f'{x:.2f}' for x in load[0])} before, {', '.join(f'{x:.2f}' for x in load[1])} after; "
              f"{os.cpu_count()} CPUs; Python {sys.version.split()[0]}", "",
-             "| variant | job tree: bash + client (ms) | server (ms) | forked run (ms) | all (ms) "
+             "| variant | job tree: bash + client (ms) | server (ms) | run in a worker (ms) | all (ms) "
              "| wall: median (ms) |",
              "| --- | ---: | ---: | ---: | ---: | ---: |"]
     for name, batches in results.items():
