@@ -1,5 +1,5 @@
 # What local runs add to Snakemake's own execution (docs/pipeline.md,
-# "Throughput"): `cqb` on the jobs' PATH, the run server that forks the
+# "Throughput"): `cqb` on the jobs' PATH, the run server that runs the
 # simulate jobs (cqb.jobs, docs/jobs.md; execution.run_server) and the
 # scheduler's patches (cqb.pipeline.scheduling; execution.coalesce_rescheduling,
 # execution.defer_remaining_jobs). Run as the main workflow, the switches
@@ -51,8 +51,9 @@ def start_run_server():
     if isolated & set(workflow.deployment_settings.deployment_method):
         return
     # simulate jobs have threads: 1; Snakemake sets their thread counts from it
-    RUN_SERVER = start(client=config["execution"]["run_client"], job_threads=1,
-                       worker_runs=config["execution"]["worker_runs"])
+    RUN_SERVER = start(
+        client=config["execution"]["run_client"], job_threads=1, worker_runs=config["execution"]["worker_runs"]
+    )
     if RUN_SERVER is None:
         print("cqb: the run server did not start; every job starts its own Python", file=sys.stderr)
 
