@@ -7,7 +7,8 @@ import sys
 import numpy as np
 import pytest
 
-from cqb.cli import main
+from cqb.cli import STALE_SWEPT_VARIABLE, main, remove_stale_temporaries
+from cqb.io.files import sweep_stale_temporaries
 from cqb.sim.runfile import atomic_write, load_run
 
 # The `cqb` command with a probe wrapped around cqb.sim.simulate.run_policy
@@ -165,6 +166,33 @@ def test_cli_run_on_a_full_disk_is_one_line_exit_2_and_leaves_no_file(tmp_path, 
     assert lines == [f"cqb: error: cannot write {out}: No space left on device; nothing was written: "
                      "free space on its disk (or give another --out) and rerun"]
     assert list(out.parent.iterdir()) == []  # no partial file, no temporary
+
+
+def test_a_run_removes_its_own_stale_temporaries_unless_the_workflow_swept_its_folder(tmp_path, monkeypatch):
+    """The temporaries of a killed attempt at the same output go (others' stay:
+    they may be writing); a run inside the folder the workflow swept at its
+    start skips the listing, one outside it (a sibling with the same prefix
+    included) does not."""
+    runs, sibling = tmp_path / "runs" / "a", tmp_path / "runs2"
+    runs.mkdir(parents=True), sibling.mkdir()
+    names = [".seed1.npz.k3j9x2ab.tmp", ".seed1.npz.0a1b2c3d.tmp", ".seed10.npz.zz9yy8xx.tmp", "seed1.npz"]
+    for folder in (runs, sibling):
+        for name in names:
+            (folder / name).write_bytes(b"half")
+    monkeypatch.delenv(STALE_SWEPT_VARIABLE, raising=False)
+    remove_stale_temporaries(runs / "seed1.npz")
+    assert sorted(p.name for p in runs.iterdir()) == [".seed10.npz.zz9yy8xx.tmp", "seed1.npz"]
+    monkeypatch.setenv(STALE_SWEPT_VARIABLE, str(tmp_path / "runs"))
+    remove_stale_temporaries(sibling / "seed1.npz")  # runs2 is not inside runs
+    assert sorted(p.name for p in sibling.iterdir()) == [".seed10.npz.zz9yy8xx.tmp", "seed1.npz"]
+    (runs / names[0]).write_bytes(b"half")
+    remove_stale_temporaries(runs / "seed1.npz")  # swept: not listed
+    assert (runs / names[0]).exists()
+    remove_stale_temporaries(tmp_path / "missing" / "seed1.npz")  # no folder yet: nothing to remove
+    # the workflow's sweep: every hidden .tmp file under the folder, nothing else
+    (runs / ".keep").write_bytes(b""), (runs / "notes.tmp").write_bytes(b"")
+    assert sweep_stale_temporaries(tmp_path / "runs") == 2
+    assert sorted(p.name for p in runs.iterdir()) == [".keep", "notes.tmp", "seed1.npz"]
 
 
 def test_cli_workflow_mode_spec_params_code_hash_and_stale_files(tmp_path):

@@ -20,7 +20,8 @@ from conftest import REPO
 from cqb.pipeline.config_schema import validate_config
 from cqb.pipeline.results import config_hash
 from cqb.jobs.client import WORKER_RUNS
-from cqb.pipeline.scheduling import DeferredJobs, coalesce_rescheduling, defer_remaining_jobs, deferrable, replaceable
+from cqb.pipeline.scheduling import (DeferredJobs, coalesce_rescheduling, defer_remaining_jobs, deferrable,
+                                     memoizable, memoize_shell_commands, memoize_signatures, replaceable)
 
 SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
 
@@ -34,7 +35,8 @@ def _config() -> dict:
 def test_the_execution_switches_default_on_and_stay_out_of_the_config_hash():
     config = _config()
     assert config["execution"] == {"run_server": True, "run_client": True, "coalesce_rescheduling": True,
-                                   "defer_remaining_jobs": True, "worker_runs": WORKER_RUNS}
+                                   "defer_remaining_jobs": True, "memoize_shell_commands": True,
+                                   "memoize_signatures": True, "worker_runs": WORKER_RUNS}
     for switch in config["execution"]:
         flipped = copy.deepcopy(config)
         flipped["execution"][switch] = 1 if switch == "worker_runs" else False
@@ -245,6 +247,135 @@ def _timers(tmp_path, patch: bool) -> dict:
                           cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
     return json.loads((tmp_path / "timers.json").read_text())
+
+
+class RuleException(Exception):
+    pass
+
+
+class FakeJob:
+    """Snakemake 9's Job as far as the shell-command memo reads it: the command
+    formatted from the job's params and resources, which a reset drops."""
+
+    formatted = 0
+
+    def __init__(self, template):
+        self.rule = type("Rule", (), {"shellcmd": template})()
+        self._params = self._resources = None
+        self._params_and_resources_resetted = False
+        self.jobid = 7
+        self.next_params = {"policy": "cqb_opt"}
+
+    def format_wildcards(self, string):
+        if self._params is None:  # as Job.params: made when first read after a reset
+            self._params = dict(self.next_params)
+        if self._resources is None:
+            self._resources = {"threads": 1}
+        FakeJob.formatted += 1
+        return string.format(params=self._params, threads=self._resources["threads"], jobid=self.jobid)
+
+    def reset_params_and_resources(self):
+        if not self._params_and_resources_resetted:
+            self._resources = None
+            self._params = None
+            self._params_and_resources_resetted = True
+
+    @property
+    def shellcmd(self):
+        """Return the shell command."""
+        try:
+            return self.format_wildcards(self.rule.shellcmd) if self.rule.shellcmd else None
+        except AttributeError as ex:
+            raise RuleException(str(ex))
+        except KeyError as ex:
+            raise RuleException("Unknown variable when printing shell command: {}".format(str(ex)))
+
+
+def test_the_memoized_shell_command_is_the_one_formatted_from_scratch_at_every_step():
+    class Job(FakeJob):
+        pass
+
+    assert memoizable(FakeJob) and memoize_shell_commands(Job) and memoize_shell_commands(Job)  # wraps once
+    assert Job.__dict__["shellcmd"].original is FakeJob.__dict__["shellcmd"]
+    job, scratch = Job("run {params[policy]} on {threads} (job {jobid})"), FakeJob.__dict__["shellcmd"].fget
+    steps = [lambda: None, lambda: None,  # read again: the memo
+             job.reset_params_and_resources,  # params and resources dropped: formatted again
+             lambda: setattr(job, "next_params", {"policy": "q_ucb"}),
+             lambda: (setattr(job, "_params_and_resources_resetted", False), job.reset_params_and_resources()),
+             lambda: setattr(job, "_resources", {"threads": 2}),  # new resources object
+             lambda: setattr(job, "jobid", 8)]
+    FakeJob.formatted = 0
+    for step in steps:
+        step()
+        assert job.shellcmd == scratch(job)  # the memo against a formatting from scratch
+    # the memo's own formatting: one per change of params, resources or id (4), the first read (1)
+    assert FakeJob.formatted == len(steps) + 5
+    assert Job("").shellcmd is None
+
+
+def test_the_shell_command_memo_leaves_alone_a_job_it_was_not_written_for():
+    class Changed(FakeJob):
+        @property
+        def shellcmd(self):  # formatted from something the memo does not key on
+            return self.format_wildcards(self.rule.shellcmd) + str(self.attempt)
+
+    class OtherReset(FakeJob):
+        def reset_params_and_resources(self):
+            self._params = self._resources = self._input = None
+
+    for job_class in (Changed, OtherReset):
+        original = job_class.__dict__.get("shellcmd", FakeJob.__dict__["shellcmd"])
+        assert not memoizable(job_class) and memoize_shell_commands(job_class) is False
+        assert inspect.getattr_static(job_class, "shellcmd") is original
+    assert memoize_shell_commands(object) is False
+
+
+def test_the_installed_snakemake_has_the_job_and_the_function_the_memos_were_written_for():
+    from snakemake.jobs import Job
+
+    assert memoizable(Job)
+    import snakemake.common as common
+
+    code = common.get_function_params.__code__
+    from cqb.pipeline import scheduling
+
+    assert scheduling._names(code) == scheduling._SIGNATURE_NAMES
+
+
+def test_a_memoized_signature_is_the_functions_own_and_an_overwrite_still_wins(monkeypatch):
+    import snakemake.common as common
+    from snakemake.common import overwrite_function_params
+
+    original = common.get_function_params
+    if getattr(original, "memoized", False):
+        original = original.original
+    monkeypatch.setattr(common, "get_function_params", original)  # restored after the test
+    host = type(sys)("host")
+    host.get_function_params = original
+    assert memoize_signatures([host]) and memoize_signatures([host])  # wraps once
+    patched = common.get_function_params
+    assert patched.original is original and host.get_function_params is patched
+
+    def input_function(wildcards, input, threads=1):
+        return input
+
+    first = patched(input_function)
+    assert list(first) == ["wildcards", "input", "threads"] and first == original(input_function)
+    assert patched(input_function) is first  # kept on the function
+    assert common.get_input_function_aux_params(input_function, {"input": 1, "output": 2}) == {"input": 1}
+    overwrite_function_params(input_function, ["wildcards", "output"])
+    assert patched(input_function) == ["wildcards", "output"] == original(input_function)
+    assert list(patched(len)) == list(original(len))  # a builtin: no attribute to keep it on
+
+
+def test_the_signature_memo_leaves_alone_a_function_it_was_not_written_for(monkeypatch):
+    import snakemake.common as common
+
+    def get_function_params(func):  # another lookup
+        return list(inspect.signature(func).parameters)[1:]
+
+    monkeypatch.setattr(common, "get_function_params", get_function_params)
+    assert memoize_signatures([]) is False and common.get_function_params is get_function_params
 
 
 def test_with_the_patch_a_real_run_keeps_at_most_one_pending_timer(tmp_path):

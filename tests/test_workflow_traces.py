@@ -89,3 +89,21 @@ def test_a_truncated_trace_cache_is_drawn_again_by_the_next_job(workflow_copy):
 
     spec = __import__("json").loads(re.search(r"--instance-spec '([^']+)'", _dry(workflow_copy, path)).group(1))
     load_trace(trace, spec, int(horizon), int(seed))  # whole again
+
+
+def test_a_local_run_sweeps_the_killed_writes_temporaries_and_its_jobs_skip_their_own_scan(workflow_copy):
+    """At its start the workflow removes every hidden .tmp file under the run
+    folder (a killed write's: no job is running yet) and tells its jobs so:
+    they then skip the listing of their output's folder, which would have
+    removed any `.NAME.*` file of theirs (kept here, as it is no .tmp)."""
+    path = sorted(RUN.findall(_dry(workflow_copy, "fig2")))[0][0]
+    out = workflow_copy / path
+    out.parent.mkdir(parents=True)
+    other = workflow_copy / "results/smoke/runs/elsewhere/.seed3.npz.k2j4h6g8.tmp"
+    other.parent.mkdir(parents=True)
+    stale, unswept = out.parent / f".{out.name}.q8w7e6r5.tmp", out.parent / f".{out.name}.partial"
+    for file in (stale, other, unswept):
+        file.write_bytes(b"half")
+    snakemake(workflow_copy, path, "--cores", "1", *SMOKE, *DATA)
+    assert out.is_file() and not stale.exists() and not other.exists()
+    assert unswept.exists()  # the job did not list its folder

@@ -46,7 +46,13 @@ def load_config():
     schemas = WORKFLOW_ROOT / "workflow/schemas"
     if IS_MODULE:  # a module starts no run server and patches nothing unless its config asks
         execution = config.setdefault("execution", {})
-        for switch in ("run_server", "coalesce_rescheduling", "defer_remaining_jobs"):
+        for switch in (
+            "run_server",
+            "coalesce_rescheduling",
+            "defer_remaining_jobs",
+            "memoize_shell_commands",
+            "memoize_signatures",
+        ):
             execution.setdefault(switch, False)
 
     def validated_plan():

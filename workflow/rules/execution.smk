@@ -1,8 +1,10 @@
 # What local runs add to Snakemake's own execution (docs/pipeline.md,
-# "Throughput"): `cqb` on the jobs' PATH, the run server that runs the
+# "Throughput"): `cqb` on the jobs' PATH, one sweep of the temporaries that
+# killed writes left among the run files, the run server that runs the
 # simulate jobs (cqb.jobs, docs/jobs.md; execution.run_server) and the
 # scheduler's patches (cqb.pipeline.scheduling; execution.coalesce_rescheduling,
-# execution.defer_remaining_jobs). Run as the main workflow, the switches
+# execution.defer_remaining_jobs, execution.memoize_shell_commands,
+# execution.memoize_signatures). Run as the main workflow, the switches
 # default to on and start in `onstart`. Included as a module, Snakemake runs
 # no `onstart` of the module, and they default to off (load_config): a module
 # whose config turns one on gets it when the main process of a real run parses
@@ -67,22 +69,48 @@ def stop_run_server():
 
 def patch_scheduler():
     """One pending re-evaluation timer instead of a chain per finished job;
-    the remaining jobs listed only when the job selector reads them."""
-    from cqb.pipeline.scheduling import coalesce_rescheduling, defer_remaining_jobs
+    the remaining jobs listed only when the job selector reads them; a job's
+    shell command formatted once, a function's signature read once."""
+    from cqb.pipeline.scheduling import (
+        coalesce_rescheduling,
+        defer_remaining_jobs,
+        memoize_shell_commands,
+        memoize_signatures,
+    )
 
     for switch, patch, what in (
-        ("coalesce_rescheduling", coalesce_rescheduling, "timer"),
-        ("defer_remaining_jobs", defer_remaining_jobs, "remaining-jobs"),
+        ("coalesce_rescheduling", coalesce_rescheduling, "JobScheduler is not the one the timer"),
+        ("defer_remaining_jobs", defer_remaining_jobs, "JobScheduler is not the one the remaining-jobs"),
+        ("memoize_shell_commands", memoize_shell_commands, "Job is not the one the shell-command"),
+        ("memoize_signatures", memoize_signatures, "get_function_params is not the one the signature"),
     ):
         if config["execution"][switch] and not patch():
             print(
-                f"cqb: this Snakemake's JobScheduler is not the one the {what} patch was written for; "
-                "scheduling left as it is",
+                f"cqb: this Snakemake's {what} patch was written for; left as it is",
                 file=sys.stderr,
             )
 
 
+def sweep_run_files():
+    """A local run removes the temporaries killed writes left among the run
+    files before any job starts, and tells its jobs so (they then skip the
+    listing of their output's folder, cqb.cli.remove_stale_temporaries). Not
+    under a cluster executor: a job of an earlier, killed Snakemake may still
+    be writing there."""
+    import os
+
+    from cqb.cli import STALE_SWEPT_VARIABLE
+    from cqb.io.files import sweep_stale_temporaries
+
+    os.environ.pop(STALE_SWEPT_VARIABLE, None)  # an outer run's
+    if workflow.local_exec:
+        runs = os.path.abspath(os.path.join(config["results_dir"], "runs"))
+        sweep_stale_temporaries(runs)
+        os.environ[STALE_SWEPT_VARIABLE] = runs
+
+
 def start_execution_helpers():
+    sweep_run_files()
     start_run_server()
     patch_scheduler()
 

@@ -16,7 +16,7 @@
 # With the run server, the job is its compiled client instead, CQB_RUN_CLIENT
 # (docs/jobs.md), where that names an executable file, else `cqb`: the same
 # arguments, the same run file, a few milliseconds of CPU where a Python
-# client takes some 35.
+# client takes some 35. Either replaces the job's shell (exec): no fork.
 # No `benchmark:` here: its psutil thread per job cost Snakemake more CPU than
 # the sub-second jobs themselves (docs/pipeline.md); the log's last line gives
 # the job's wall and CPU time instead.
@@ -54,7 +54,7 @@ rule simulate:
         # editing the simulation code reruns the simulations
         code_hash=CODE_HASH,
     shell:
-        'cqb_job() {{ if [ -x "${{CQB_RUN_CLIENT:-}}" ]; then "$CQB_RUN_CLIENT" "$@"; else cqb "$@"; fi; }}; '
+        'cqb_job() {{ if [ -x "${{CQB_RUN_CLIENT:-}}" ]; then exec "$CQB_RUN_CLIENT" "$@"; else exec cqb "$@"; fi; }}; '
         "cqb_job run --instance-spec {params.instance:q} --policy {params.policy}"
         " --params {params.policy_params:q} --horizon {wildcards.horizon} --seed {wildcards.seed}"
         " --trace-cache {params.trace:q} --code-hash {params.code_hash} --out {output:q} 2> {log:q}"

@@ -1,6 +1,7 @@
 """Atomic outputs: a binary or pandas output through :func:`atomic_write`
 (a context manager giving the temporary path), a generated text output
-(Markdown, JSON, HTML) through :func:`atomic_write_text`; and a file's
+(Markdown, JSON, HTML) through :func:`atomic_write_text`, the temporaries
+that killed writes left (:func:`sweep_stale_temporaries`); and a file's
 checksum (:func:`file_digest`), for the data's downloads and the results'
 provenance alike."""
 
@@ -17,6 +18,23 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     """Write ``text`` to ``path`` atomically, UTF-8."""
     with atomic_write(path) as temporary:
         Path(temporary).write_text(text, encoding="utf-8")
+
+
+def sweep_stale_temporaries(root: str | Path) -> int:
+    """Remove every temporary file that an atomic write killed mid-write left
+    under ``root`` (hidden ``.NAME.*.tmp`` files: :func:`atomic_write`'s
+    names); the number removed. Only while no writer runs there: a running
+    write's temporary has the same name."""
+    removed = 0
+    for folder, _, names in os.walk(root):
+        for name in names:
+            if name.startswith(".") and name.endswith(".tmp"):
+                try:
+                    os.unlink(os.path.join(folder, name))
+                except FileNotFoundError:
+                    continue
+                removed += 1
+    return removed
 
 
 CHUNK_BYTES = 1 << 20

@@ -22,10 +22,24 @@ profile, and its cost per job grows with the DAG. :func:`defer_remaining_jobs`
 (config ``execution.defer_remaining_jobs``) makes the list one that is made
 when first read (the ILP selector reads it at once; the greedy one never).
 
+Every started job's shell command is formatted four times (three times by
+the log lines of its start, once for its metadata record), each a copy of
+the Snakefile's globals and a pass over the job's params and resources; and
+every param, input and resource function of a job has its signature read by
+``inspect.signature`` again. With ~23,000 jobs these were about a sixth of
+Snakemake's own CPU in a py-spy profile. :func:`memoize_shell_commands`
+(config ``execution.memoize_shell_commands``) keeps a job's formatted command
+while the params and resources it was formatted from are the job's (Snakemake
+drops both when it resets them, and the command is formatted again);
+:func:`memoize_signatures` (config ``execution.memoize_signatures``) keeps a
+function's parameters on the function, as Snakemake's own
+``overwrite_function_params`` does.
+
 Each patch replaces a private method or property, so it first checks that
 it is the one it was written for (its parameters and the names its code
 uses), keeps the original, and falls back to it: the timer patch calls the
-original whenever its own way fails, the deferred list is the original's."""
+original whenever its own way fails, the deferred list is the original's,
+a command or signature the memo does not hold is the original's."""
 
 from __future__ import annotations
 
@@ -172,4 +186,110 @@ def defer_remaining_jobs(scheduler_class=None) -> bool:
     deferred = DeferredProperty(lambda self: DeferredJobs(getter, self), doc=original.__doc__)
     deferred.original = original
     setattr(scheduler_class, REMAINING, deferred)
+    return True
+
+
+SHELL_COMMAND = "shellcmd"
+# What the original reads (snakemake 9): the rule's command, formatted by format_wildcards
+_SHELL_COMMAND_NAMES = {"format_wildcards", "rule", "shellcmd", "AttributeError", "KeyError", "RuleException",
+                        "format", "str"}
+# What resetting a job's params and resources drops (snakemake 9): the memo's key is those two
+_RESET_NAMES = {"_params", "_resources", "_params_and_resources_resetted"}
+_MEMO = "_cqb_shell_command"
+
+
+def memoizable(job_class) -> bool:
+    """Whether ``job_class`` has the shell-command property the memo was written
+    for, and a reset that drops exactly the params and resources it keys on."""
+    prop = inspect.getattr_static(job_class, SHELL_COMMAND, None)
+    getter = getattr(prop, "fget", None)
+    reset = getattr(job_class, "reset_params_and_resources", None)
+    if not isinstance(prop, property) or getattr(getter, "__code__", None) is None or \
+            getattr(reset, "__code__", None) is None:
+        return False
+    return (list(inspect.signature(getter).parameters) == ["self"]
+            and _names(getter.__code__) == _SHELL_COMMAND_NAMES and _names(reset.__code__) == _RESET_NAMES)
+
+
+class MemoizedProperty(property):
+    """The patched property, marked (and given ``original``) so a second patch sees it."""
+
+    memoized = True
+
+
+def memoize_shell_commands(job_class=None) -> bool:
+    """Make ``job_class.shellcmd`` (Snakemake's ``Job`` by default) return the
+    command it formatted last while the job's params, resources and id are the
+    objects it was formatted from. False, changing nothing, when the class has
+    no such property or not the one the memo was written for."""
+    if job_class is None:
+        try:
+            from snakemake.jobs import Job as job_class
+        except ImportError:
+            return False
+    original = inspect.getattr_static(job_class, SHELL_COMMAND, None)
+    if getattr(original, "memoized", False):
+        return True
+    if not memoizable(job_class):
+        return False
+    getter = original.fget
+
+    def shell_command(self):
+        memo = self.__dict__.get(_MEMO)
+        if memo is not None and memo[0] is self._params and memo[1] is self._resources and \
+                memo[2] == self.jobid and memo[0] is not None:
+            return memo[3]
+        command = getter(self)  # sets the params and resources it formats from
+        self.__dict__[_MEMO] = (self._params, self._resources, self.jobid, command)
+        return command
+
+    memoized = MemoizedProperty(shell_command, doc=original.__doc__)
+    memoized.original = original
+    setattr(job_class, SHELL_COMMAND, memoized)
+    return True
+
+
+SIGNATURE = "get_function_params"
+# What the original reads (snakemake 9): an overwritten parameter list, else inspect.signature's
+_SIGNATURE_NAMES = {"hasattr", "getattr", "FUNC_OVERWRITE_PARAMS_ATTR", "inspect", "signature", "parameters"}
+_KEPT = "__cqb_parameters__"
+
+
+def memoize_signatures(modules=None) -> bool:
+    """Make ``get_function_params`` of ``snakemake.common`` (and of the modules
+    that imported it: ``modules``, by default every loaded ``snakemake.*``)
+    keep a function's parameters on the function once read. False, changing
+    nothing, when the function is not the one the memo was written for."""
+    try:
+        import snakemake.common as common
+    except ImportError:
+        return False
+    original = getattr(common, SIGNATURE, None)
+    if getattr(original, "memoized", False):
+        return True
+    code = getattr(original, "__code__", None)
+    if code is None or list(inspect.signature(original).parameters) != ["func"] or \
+            _names(code) != _SIGNATURE_NAMES:
+        return False
+
+    overwritten = getattr(common, "FUNC_OVERWRITE_PARAMS_ATTR", None)
+
+    def function_params(func):
+        kept = getattr(func, _KEPT, None)
+        if kept is not None and not (overwritten and hasattr(func, overwritten)):  # an overwrite wins, as before
+            return kept
+        params = original(func)
+        try:
+            setattr(func, _KEPT, params)
+        except (AttributeError, TypeError):  # a builtin, a method, a slotted callable: read each time
+            pass
+        return params
+
+    function_params.memoized = True
+    function_params.original = original
+    if modules is None:
+        modules = [module for name, module in list(sys.modules.items())
+                   if name.startswith("snakemake") and getattr(module, SIGNATURE, None) is original]
+    for module in {common, *modules}:
+        setattr(module, SIGNATURE, function_params)
     return True
