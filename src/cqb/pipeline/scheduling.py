@@ -43,6 +43,7 @@ a command or signature the memo does not hold is the original's."""
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import sys
 import threading
@@ -65,6 +66,27 @@ def _names(code) -> set[str]:
     return names
 
 
+def snakemake_class(given, module: str, name: str):
+    """``given``, else Snakemake's class ``module.name``; None where Snakemake
+    has no such class (a patch of None finds nothing to replace)."""
+    if given is not None:
+        return given
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        return None
+
+
+def patch_state(owner, attribute: str, mark: str, written_for):
+    """(the attribute as ``owner`` defines it, True if a patch marked ``mark``
+    is already there, False if ``written_for(attribute)`` says it is not the
+    one the patch was written for, else None: patch it)."""
+    original = inspect.getattr_static(owner, attribute, None)
+    if getattr(original, mark, False):
+        return original, True
+    return original, (None if written_for(original) else False)
+
+
 def replaceable(method) -> bool:
     """Whether ``method`` is the re-evaluation method the patch replaces."""
     code = getattr(method, "__code__", None)
@@ -82,16 +104,10 @@ def coalesce_rescheduling(scheduler_class=None) -> bool:
     ``JobScheduler`` by default) keep at most one pending re-evaluation timer
     per scheduler, a daemon one (so none holds the exit). False, changing
     nothing, when the class has no such method or not the one it replaces."""
-    if scheduler_class is None:
-        try:
-            from snakemake.scheduling.job_scheduler import JobScheduler as scheduler_class
-        except ImportError:
-            return False
-    original = getattr(scheduler_class, METHOD, None)
-    if getattr(original, "coalesced", False):
-        return True
-    if not replaceable(original):
-        return False
+    scheduler_class = snakemake_class(scheduler_class, "snakemake.scheduling.job_scheduler", "JobScheduler")
+    original, done = patch_state(scheduler_class, METHOD, "coalesced", replaceable)
+    if done is not None:
+        return done
 
     def schedule_reevaluation(self, delay):
         try:
@@ -172,16 +188,10 @@ def defer_remaining_jobs(scheduler_class=None) -> bool:
     by default) a :class:`DeferredJobs` of the original property. False,
     changing nothing, when the class has no such property or not the one the
     patch was written for."""
-    if scheduler_class is None:
-        try:
-            from snakemake.scheduling.job_scheduler import JobScheduler as scheduler_class
-        except ImportError:
-            return False
-    original = inspect.getattr_static(scheduler_class, REMAINING, None)
-    if getattr(original, "deferred", False):
-        return True
-    if not deferrable(original):
-        return False
+    scheduler_class = snakemake_class(scheduler_class, "snakemake.scheduling.job_scheduler", "JobScheduler")
+    original, done = patch_state(scheduler_class, REMAINING, "deferred", deferrable)
+    if done is not None:
+        return done
     getter = original.fget
     deferred = DeferredProperty(lambda self: DeferredJobs(getter, self), doc=original.__doc__)
     deferred.original = original
@@ -222,16 +232,10 @@ def memoize_shell_commands(job_class=None) -> bool:
     command it formatted last while the job's params, resources and id are the
     objects it was formatted from. False, changing nothing, when the class has
     no such property or not the one the memo was written for."""
-    if job_class is None:
-        try:
-            from snakemake.jobs import Job as job_class
-        except ImportError:
-            return False
-    original = inspect.getattr_static(job_class, SHELL_COMMAND, None)
-    if getattr(original, "memoized", False):
-        return True
-    if not memoizable(job_class):
-        return False
+    job_class = snakemake_class(job_class, "snakemake.jobs", "Job")
+    original, done = patch_state(job_class, SHELL_COMMAND, "memoized", lambda _: memoizable(job_class))
+    if done is not None:
+        return done
     getter = original.fget
 
     def shell_command(self):
