@@ -78,15 +78,15 @@ def patch_scheduler():
         memoize_signatures,
     )
 
-    for switch, patch, what in (
-        ("coalesce_rescheduling", coalesce_rescheduling, "JobScheduler is not the one the timer"),
-        ("defer_remaining_jobs", defer_remaining_jobs, "JobScheduler is not the one the remaining-jobs"),
-        ("memoize_shell_commands", memoize_shell_commands, "Job is not the one the shell-command"),
-        ("memoize_signatures", memoize_signatures, "get_function_params is not the one the signature"),
+    for switch, patch, patched, what in (
+        ("coalesce_rescheduling", coalesce_rescheduling, "JobScheduler", "timer"),
+        ("defer_remaining_jobs", defer_remaining_jobs, "JobScheduler", "remaining-jobs"),
+        ("memoize_shell_commands", memoize_shell_commands, "Job", "shell-command"),
+        ("memoize_signatures", memoize_signatures, "get_function_params", "signature"),
     ):
         if config["execution"][switch] and not patch():
             print(
-                f"cqb: this Snakemake's {what} patch was written for; left as it is",
+                f"cqb: this Snakemake's {patched} is not the one the {what} patch was written for; left as it is",
                 file=sys.stderr,
             )
 
