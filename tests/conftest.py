@@ -18,6 +18,31 @@ from cqb.sim.runfile import save_run
 from cqb.sim.simulate import RunResult
 
 REPO = Path(__file__).resolve().parent.parent
+
+# The test files that run Snakemake end to end, longest first (their wall time
+# under `-n 2 --dist loadfile`: about 170, 270, 110, 90, 60, 40 and 20 s). Each
+# file goes whole to one worker, in the order of the collection. xdist's own
+# reordering (by number of tests per file; off in pyproject.toml) would start
+# the few-test, long files last and leave one worker idle at the end; starting
+# the longest first lets the short files fill in. The Slurm file comes first
+# because most of it waits on the cluster, which the other worker's runs
+# fill. tests/test_suite_order.py keeps every slow file in this list.
+LONGEST_FILES_FIRST = (
+    "test_workflow_slurm.py",
+    "test_workflow.py",
+    "test_workflow_fig7.py",
+    "test_workflow_candidates.py",
+    "test_workflow_data.py",
+    "test_workflow_traces.py",
+    "test_jobs_faults.py",
+    "test_workflow_module.py",
+)
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """The long files first (the order above), then the others as collected."""
+    rank = {name: place for place, name in enumerate(LONGEST_FILES_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: keeps the rest in order
 # What a run of the pipeline needs besides the installed package.
 WORKFLOW_FILES = ("Snakefile", "profiles", "workflow", "config", "scripts")
 
