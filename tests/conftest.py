@@ -20,7 +20,8 @@ from cqb.sim.simulate import RunResult
 REPO = Path(__file__).resolve().parent.parent
 
 # The test files that run Snakemake end to end, longest first (their wall time
-# under `-n 2 --dist loadfile`: about 170, 270, 110, 90, 60, 40 and 20 s). Each
+# under `-n 2 --dist loadfile`, in this order: about 170, 270, 110, 90, 60, 40,
+# 20 and 6 s). Each
 # file goes whole to one worker, in the order of the collection. xdist's own
 # reordering (by number of tests per file; off in pyproject.toml) would start
 # the few-test, long files last and leave one worker idle at the end; starting
@@ -43,6 +44,8 @@ def pytest_collection_modifyitems(session, config, items):
     """The long files first (the order above), then the others as collected."""
     rank = {name: place for place, name in enumerate(LONGEST_FILES_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: keeps the rest in order
+
+
 # What a run of the pipeline needs besides the installed package.
 WORKFLOW_FILES = ("Snakefile", "profiles", "workflow", "config", "scripts")
 
