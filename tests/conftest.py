@@ -19,15 +19,13 @@ from cqb.sim.simulate import RunResult
 
 REPO = Path(__file__).resolve().parent.parent
 
-# The test files that run Snakemake end to end, longest first (their wall time
-# under `-n 2 --dist loadfile`, in this order: about 170, 270, 110, 90, 60, 40,
-# 20 and 6 s). Each
-# file goes whole to one worker, in the order of the collection. xdist's own
-# reordering (by number of tests per file; off in pyproject.toml) would start
-# the few-test, long files last and leave one worker idle at the end; starting
-# the longest first lets the short files fill in. The Slurm file comes first
-# because most of it waits on the cluster, which the other worker's runs
-# fill. tests/test_suite_order.py keeps every slow file in this list.
+# The test files that run Snakemake end to end, the longest first (wall time
+# of each under `-n 2 --dist loadfile`, in this order: about 170, 270, 110, 90,
+# 60, 40, 20 and 6 s). Each file goes whole to one worker, in the order of the
+# collection; xdist's own reordering (by number of tests per file, turned off
+# in pyproject.toml) would start these few-test, long files last. The Slurm
+# file leads because most of it waits on the cluster, time the other worker's
+# runs can use. tests/test_suite_order.py keeps every slow file in this list.
 LONGEST_FILES_FIRST = (
     "test_workflow_slurm.py",
     "test_workflow.py",
