@@ -90,7 +90,10 @@ def test_publish_copies_the_files_and_splices_the_readme_and_the_docs(tmp_path):
                                                     "601.0", "0.5", "2.1", "2.5", "2", "0", "1100.0", "90.0"]) + "\n"
         # a later run of another target that names the replication in its label is not it
         + "\t".join(["2026-12-01 12:00 UTC", "Figure 8, on top of the whole replication above", "snakemake multiverse",
-                     "700.0", "0.5", "2.1", "2.5", "2", "0", "1300.0", "90.0"]) + "\n")
+                     "700.0", "0.5", "2.1", "2.5", "2", "0", "1300.0", "90.0"]) + "\n"
+        # nor is a later baseline: the whole replication of an older tree, timed beside this one
+        + "\t".join(["2026-12-01 13:00 UTC", "a baseline, not this code: the whole replication of an older commit",
+                     "snakemake", "800.0", "0.5", "2.1", "2.5", "2", "0", "1500.0", "90.0"]) + "\n")
     publish(source, docs / "results", readme)
     assert "10 min 01 s" in generated_block(readme.read_text(), "lastrun")
     assert "the whole replication" in generated_block((docs / "benchmarks.md").read_text(), "timings")

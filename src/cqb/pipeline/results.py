@@ -347,7 +347,9 @@ def _splice_page(page: Path, block: str, text: str) -> list[str]:
 def last_run_markdown(table: Path) -> str:
     """One line on the last timed run of the whole replication (the last
     `cqb time` row whose label starts with "the whole replication"; a row of
-    another target may name the replication it ran on top of)."""
+    another target may name the replication it ran on top of, and a run of an
+    older tree for a side-by-side is labelled "a baseline, ...", so that the
+    table stays in date order and the README reports this code's run)."""
     rows = pd.read_csv(table, sep="\t")
     whole = rows[rows["label"].str.startswith("the whole replication")]
     if whole.empty:
