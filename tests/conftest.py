@@ -41,7 +41,8 @@ LONGEST_FILES_FIRST = (
 def pytest_collection_modifyitems(session, config, items):
     """The long files first (the order above), then the others as collected."""
     rank = {name: place for place, name in enumerate(LONGEST_FILES_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: keeps the rest in order
+    here = Path(__file__).resolve().parent  # only this folder's files: bench/tests may reuse a name
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)) if item.path.parent == here else len(rank))  # stable
 
 
 # What a run of the pipeline needs besides the installed package.

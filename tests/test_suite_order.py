@@ -27,12 +27,13 @@ def item(name: str, test: str) -> SimpleNamespace:
 
 def test_the_ranked_files_come_first_in_rank_order_and_the_rest_keep_theirs():
     first, second = conftest.LONGEST_FILES_FIRST[:2]
-    items = [item("test_a.py", "one"), item(second, "x"), item("test_b.py", "two"),
+    elsewhere = SimpleNamespace(path=TESTS.parent / "bench" / "tests" / first, nodeid=f"bench/tests/{first}::w")
+    items = [item("test_a.py", "one"), item(second, "x"), elsewhere, item("test_b.py", "two"),
              item(first, "y"), item("test_a.py", "three"), item(second, "z")]
     conftest.pytest_collection_modifyitems(None, None, items)
     assert [i.nodeid for i in items] == [
         f"tests/{first}::y", f"tests/{second}::x", f"tests/{second}::z",
-        "tests/test_a.py::one", "tests/test_b.py::two", "tests/test_a.py::three"]
+        "tests/test_a.py::one", f"bench/tests/{first}::w", "tests/test_b.py::two", "tests/test_a.py::three"]
 
 
 def test_xdist_keeps_the_collection_order(pytestconfig):
