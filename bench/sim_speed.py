@@ -35,11 +35,12 @@ from pathlib import Path
 
 from cqb.cli import BLAS_THREAD_VARIABLES
 from cqb.pipeline.experiments import BASE_INSTANCE
+from cqb.policies import builtin_policies
 
 from . import trees
 
 BASE_INSTANCE = {**BASE_INSTANCE, "min_accept_rate": 0.005}
-POLICIES = "cqb_opt,cqb_ts,cqb_eps,cqb_eta2,cqb_eps_opt,q_ths,q_ucb,random,oracle"
+POLICIES = ",".join(builtin_policies())
 
 WORKER = """
 import json, os, sys, tempfile, time

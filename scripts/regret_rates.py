@@ -5,7 +5,8 @@ and stall count, and per (experiment, policy) the log–log slope."""
 import pandas as pd
 
 from cqb.analysis.aggregate import write_table
-from cqb.analysis.rates import rate_run_rows, rate_tables, read_rate_runs, resolution_costs
+from cqb.analysis.rates import rate_run_rows, rate_tables, read_rate_runs
+from cqb.analysis.rates_power import resolution_costs
 from cqb.analysis.summaries import SummarySettings
 
 

@@ -170,8 +170,9 @@ def builtin_policies_only(request, monkeypatch):
         request.getfixturevalue("installed_plugin")
     tables = (registry._specs, registry._display_names)
     saved = [dict(table) for table in tables]
+    builtin = registry.builtin_policies()
     for table in tables:
-        for name in [name for name in table if name not in registry.BUILTIN_ORDER]:
+        for name in [name for name in table if name not in builtin]:
             del table[name]
     monkeypatch.setattr(registry, "_plugins_loaded", True)  # so no lookup loads them back
     yield

@@ -24,13 +24,14 @@ import cqb.sim.core as core_module
 from cqb.sim.core import core
 from cqb.sim.estimation import LogisticEstimator
 from cqb.sim.instances import pool_instance
-from cqb.sim.policies import make_policy
+from cqb.sim.policies import EstimatorParams, builtin_policies, get_spec, make_policy
 from cqb.sim.rng import stream
 from cqb.sim.simulate import draw, play, policy_env, run_policy
 from reference_math import confidence_width, estimator_params, fit_logistic, logistic
 
-POLICIES = ("random", "oracle", "cqb_eps", "cqb_opt", "cqb_eps_opt", "cqb_ts", "cqb_eta2", "q_ucb", "q_ths")
-ESTIMATOR_POLICIES = {"cqb_eps", "cqb_opt", "cqb_eps_opt", "cqb_ts", "cqb_eta2"}
+# every built-in policy, from the registry (a new one is covered without a list to edit)
+POLICIES = builtin_policies()
+ESTIMATOR_POLICIES = {name for name in POLICIES if issubclass(get_spec(name).params, EstimatorParams)}
 
 
 def policy_params(name, horizon, extra=None):

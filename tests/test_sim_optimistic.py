@@ -13,11 +13,12 @@ import pytest
 
 from cqb.sim.estimation import logistic
 from cqb.sim.instances import instance_from_spec, pool_instance
-from cqb.policies import make_policy
+from cqb.policies import EstimatorParams, builtin_policies, get_spec, make_policy
 from cqb.sim.rng import stream
 from cqb.sim.simulate import draw_trace, policy_env, run_policy
 
-CACHED_POLICIES = ("cqb_opt", "cqb_eps", "cqb_eps_opt", "cqb_eta2", "cqb_ts")
+# the built-in policies that learn (a cached optimistic scorer on the estimator)
+CACHED_POLICIES = tuple(name for name in builtin_policies() if issubclass(get_spec(name).params, EstimatorParams))
 
 # Small instances; a high arrival rate with a slow-learning bonus keeps queues
 # long, and a large τ puts many rounds in CQB-ε's phase 1.

@@ -119,7 +119,8 @@ def test_bonus_scale_must_be_finite_and_non_negative(bonus_scale):
 # server k's β_k and projection radius use S_k = ‖θ*_k‖; the default "shared"
 # keeps one S for every server. Expected values are computed here anew.
 
-CQB_POLICIES = ("cqb_eps", "cqb_opt", "cqb_eps_opt", "cqb_ts", "cqb_eta2")
+CQB_POLICIES = tuple(name for name in policies.builtin_policies()
+                     if issubclass(policies.get_spec(name).params, policies.EstimatorParams))
 # Parameters a pool instance (no nominal slack) needs to resolve.
 POOL_PARAMS = {"cqb_eps": {"tau": 50}, "cqb_eta2": {"tau": 50, "eta": 0.05, "cutoff": 400}}
 

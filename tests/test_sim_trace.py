@@ -10,7 +10,7 @@ import pytest
 
 import cqb.sim.trace as tracefile
 from cqb.cli import main
-from cqb.sim.policies.registry import BUILTIN_ORDER
+from cqb.policies import builtin_policies
 from cqb.sim.runfile import load_run
 from cqb.sim.simulate import draw, simulate
 from cqb.sim.trace import load_trace, save_trace
@@ -39,7 +39,7 @@ def _same_run(a, b):
     assert a.metadata == b.metadata
 
 
-@pytest.mark.parametrize("policy", sorted(BUILTIN_ORDER))
+@pytest.mark.parametrize("policy", sorted(builtin_policies()))
 @pytest.mark.parametrize("which", ["small", "wide", "pool"])
 def test_a_run_on_the_trace_file_is_the_run_that_draws_it(tmp_path, pool_spec, policy, which):
     """Every round: what the policy and the oracle consumed (arrivals, the

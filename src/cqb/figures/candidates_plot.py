@@ -18,7 +18,7 @@ def plot_leaderboard(board, pdf: str | Path, png: str | Path, title: str = "Cand
 
     from ..io.files import atomic_write
     from ..pipeline.candidates import sweep_text
-    from .plotting import POLICY_COLOURS
+    from ..sim.policies import policy_colour
 
     panels = list(dict.fromkeys(zip(board["candidate"], board["experiment"])))
     n_cols = min(4, len(panels))
@@ -36,7 +36,7 @@ def plot_leaderboard(board, pdf: str | Path, png: str | Path, title: str = "Cand
         others = cell[~cell["is_candidate"]].iloc[::-1]
         y = list(range(len(others)))
         for position, row in zip(y, others.itertuples()):
-            colour = POLICY_COLOURS.get(row.policy, "#444444")
+            colour = policy_colour(row.policy) or "#444444"
             if math.isfinite(row.delta_ci_low):
                 axis.plot([row.delta_ci_low, row.delta_ci_high], [position, position], color=colour, lw=1.5)
             axis.plot([row.delta], [position], "o", color=colour,

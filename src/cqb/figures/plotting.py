@@ -25,20 +25,11 @@ import pandas as pd  # noqa: E402
 
 from ..analysis.aggregate import write_table  # noqa: E402
 from ..pipeline.experiments import FigureSpec, Panel  # noqa: E402
+from ..sim.policies import policy_colour  # noqa: E402
 from ..io.files import atomic_write  # noqa: E402
 
-# One colour per policy, the same in every figure; sweep curves use a sequential map.
-POLICY_COLOURS = {
-    "cqb_eps": "#d62728",
-    "cqb_opt": "#1f77b4",
-    "cqb_eps_opt": "#9467bd",
-    "cqb_ts": "#8c564b",
-    "q_ucb": "#e377c2",
-    "q_ths": "#bcbd22",
-    "random": "#7f7f7f",
-    "oracle": "#2ca02c",
-    "cqb_eta2": "#17becf",
-}
+# One colour per policy, the same in every figure (its spec's, cqb.sim.policies);
+# sweep curves use a sequential map.
 SWEEP_COLOURMAP = "viridis"
 MAX_POINTS = 1000  # drawn points per curve
 PDF_BAND_DPI = 100
@@ -92,7 +83,7 @@ def curve_colours(panel: Panel) -> list:
     curves = panel.curves
     policies = [c.policy for c in curves]
     fallback = plt.get_cmap("tab10")
-    fixed = [POLICY_COLOURS.get(p.split(".")[0], fallback(i % 10)) for i, p in enumerate(policies)]
+    fixed = [policy_colour(p.split(".")[0]) or fallback(i % 10) for i, p in enumerate(policies)]
     swept = [i for i, c in enumerate(curves) if c.swept]
     if panel.sweep_param and swept and len(set(curves[i].display for i in swept)) == 1:
         cmap = plt.get_cmap(SWEEP_COLOURMAP)

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ..analysis.rates import REFERENCE_RATES, RESOLVED_HALF_WIDTH, reference_curve
+from ..analysis.rates import RESOLVED_HALF_WIDTH, reference_curve, reference_label
 
 
 def _fmt(value: float, digits: int = 2) -> str:
@@ -96,7 +96,7 @@ def plot_rates(summary, slopes, panel_titles: Mapping[str, str], display_names: 
 
 
 def _resolve_text(fit) -> str:
-    """What resolving an unresolved slope would cost (cqb.analysis.rates.resolution_costs)."""
+    """What resolving an unresolved slope would cost (cqb.analysis.rates_power.resolution_costs)."""
     note = fit.get("resolve_note") if hasattr(fit, "get") else None
     return f" — to resolve: {note}" if isinstance(note, str) and note else ""
 
@@ -128,7 +128,7 @@ def rates_summary_markdown(summary, slopes, panel_titles: Mapping[str, str],
                                + ", ".join(f"{int(h)}: {int(n)}" for h, n in zip(per_t["horizon"], per_t["n_runs"]))
                                + ")")
             if math.isfinite(fit["slope"]):
-                reference = REFERENCE_RATES.get(fit["policy"], ("no bound",))[0]
+                reference = reference_label(fit["policy"], "no bound")
                 est = rows[rows["policy"] == fit["policy"]].sort_values("horizon")
                 first, last = est.iloc[0], est.iloc[-1]
                 lines.append(

@@ -38,23 +38,26 @@ from .parameters import (
 from .registry import (
     DISPLAY_NAMES,
     PLUGIN_GROUP,
-    POLICIES,
     Policy,
     PolicySpec,
+    TheoremRate,
+    builtin_policies,
     get_spec,
     load_plugin_policies,
     make_policy,
+    policy_colour,
     policy_parameters,
     register_policy,
     registered_policies,
     resolve_params,
+    theorem_rate,
 )
 
 __all__ = [
-    "DISPLAY_NAMES", "PLUGIN_GROUP", "POLICIES", "EpsilonOptParams", "EpsilonParams", "EstimatorParams",
+    "DISPLAY_NAMES", "PLUGIN_GROUP", "EpsilonOptParams", "EpsilonParams", "EstimatorParams",
     "EtaParams", "ExplorationUCBPolicy", "NoParams", "OptimisticPolicy", "OptimisticScorer",
-    "OraclePolicy", "Policy", "PolicyEnv", "PolicySpec", "QueueBanditParams", "QueueBanditPolicy", "QueueThompsonParams", "QueueUCBParams",
-    "RandomPolicy", "ThompsonParams", "ThompsonPolicy", "experiment_tau", "get_spec",
-    "load_plugin_policies", "make_policy", "policy_parameters", "register_policy",
-    "registered_policies", "resolve_params",
+    "OraclePolicy", "Policy", "PolicyEnv", "PolicySpec", "QueueBanditParams", "QueueBanditPolicy",
+    "QueueThompsonParams", "QueueUCBParams", "RandomPolicy", "TheoremRate", "ThompsonParams", "ThompsonPolicy",
+    "builtin_policies", "experiment_tau", "get_spec", "load_plugin_policies", "make_policy", "policy_colour",
+    "policy_parameters", "register_policy", "registered_policies", "resolve_params", "theorem_rate",
 ]

@@ -13,12 +13,15 @@ import sys
 import types
 import typing
 from collections.abc import MutableMapping
+import math
 from dataclasses import asdict, dataclass, fields
 from typing import Callable, Protocol
 
 import numpy as np
 
 from .parameters import PolicyEnv
+
+PLUGIN_ORDER = 1000  # plugins list after every built-in policy
 
 
 class Policy(Protocol):
@@ -30,21 +33,50 @@ class Policy(Protocol):
 
 
 @dataclass(frozen=True)
+class TheoremRate:
+    """The regret rate a policy's theorem states (SPEC §3; the paper's
+    Theorems 5.5 and 6.3), up to constants: T^exponent · (ln T)^log_power
+    (Õ(·) rates drop their log factors). log²T is not a power: its local
+    log–log slope is 2/ln T."""
+
+    label: str
+    exponent: float = 0.0
+    log_power: int = 0
+
+    def local_slope(self, horizon: float) -> float:
+        """d ln(rate) / d ln T at ``horizon``."""
+        return self.exponent + (self.log_power / math.log(horizon) if self.log_power else 0.0)
+
+    def curve(self, horizons: np.ndarray) -> np.ndarray:
+        """The rate's shape at ``horizons``, 1 at the first."""
+        horizons = np.asarray(horizons, dtype=float)
+        shape = np.ones_like(horizons)
+        if self.exponent:
+            shape = (horizons / horizons[0]) ** self.exponent
+        if self.log_power:
+            shape = shape * (np.log(horizons) ** self.log_power / math.log(horizons[0]) ** self.log_power)
+        return shape
+
+
+@dataclass(frozen=True)
 class PolicySpec:
+    """Everything the package knows of a policy, in one place: its name, the
+    name figures show, its parameter dataclass, the factory that builds it
+    (a built-in one's chooser is compiled, cqb.sim.core), whether it needs
+    the true means, its listing rank, its colour in every figure and the rate
+    its theorem states (Figure 5's reference), if any."""
+
     name: str
     display_name: str
     params: type
     factory: Callable
     needs_truth: bool = False
+    order: int = PLUGIN_ORDER
+    colour: str | None = None
+    rate: TheoremRate | None = None
 
 
 PLUGIN_GROUP = "cqb.policies"
-
-# The listing order of the built-in policies (`cqb policies`, the benchmark).
-# They register from two modules, so import order cannot keep it; plugins
-# follow in registration order.
-BUILTIN_ORDER = ("random", "oracle", "cqb_eps", "cqb_opt", "cqb_eps_opt", "cqb_ts",
-                 "q_ucb", "q_ths", "cqb_eta2")
 
 _specs: dict[str, PolicySpec] = {}
 _display_names: dict[str, str] = {}
@@ -52,7 +84,9 @@ _plugins_loaded = False
 
 
 def _listing_rank(name: str) -> int:
-    return BUILTIN_ORDER.index(name) if name in BUILTIN_ORDER else len(BUILTIN_ORDER)
+    # sorted() is stable: equal ranks (the plugins) keep their registration order.
+    spec = _specs.get(name)
+    return spec.order if spec else PLUGIN_ORDER
 
 
 def _ensure_plugins_loaded() -> None:
@@ -69,7 +103,8 @@ def _ensure_known(name) -> None:
 
 class _RegistryView(MutableMapping):
     """A registry dict that loads the entry-point plugins before any read, so
-    code iterating ``POLICIES`` or ``DISPLAY_NAMES`` does not miss them."""
+    code iterating it (``DISPLAY_NAMES``, :func:`registered_policies`) does
+    not miss them."""
 
     def __init__(self, data: dict):
         self._data = data
@@ -102,19 +137,20 @@ class _RegistryView(MutableMapping):
         return repr(dict(self.items()))
 
 
-# Kept for existing callers; prefer registered_policies(). Both views load the
-# plugins on the first listing or miss, so they are complete whenever they are looked at.
-POLICIES: MutableMapping[str, PolicySpec] = _RegistryView(_specs)
-DISPLAY_NAMES: MutableMapping[str, str] = _RegistryView(_display_names)  # name → name in figures
+# name → name in figures; loads the plugins on the first listing or miss, so
+# it is complete whenever it is looked at
+DISPLAY_NAMES: MutableMapping[str, str] = _RegistryView(_display_names)
 
 
-def register_policy(name: str, display_name: str, params: type, needs_truth: bool = False):
-    """Decorator that adds a policy factory to the registry."""
+def register_policy(name: str, display_name: str, params: type, needs_truth: bool = False, *,
+                    order: int = PLUGIN_ORDER, colour: str | None = None, rate: TheoremRate | None = None):
+    """Decorator that adds a policy factory to the registry (the fields of
+    :class:`PolicySpec`; a plugin needs only the first three)."""
 
     def wrap(factory):
         if name in _specs:
             raise ValueError(f"policy {name!r} is already registered")
-        _specs[name] = PolicySpec(name, display_name, params, factory, needs_truth)
+        _specs[name] = PolicySpec(name, display_name, params, factory, needs_truth, order, colour, rate)
         _display_names[name] = display_name
         return factory
 
@@ -123,7 +159,26 @@ def register_policy(name: str, display_name: str, params: type, needs_truth: boo
 
 def registered_policies() -> dict[str, PolicySpec]:
     """Every registered policy, plugins included, by name, in listing order."""
-    return dict(POLICIES.items())
+    return dict(_RegistryView(_specs).items())
+
+
+def builtin_policies() -> tuple[str, ...]:
+    """The built-in policies' names (those this package registers) in listing
+    order, without loading plugins."""
+    return tuple(sorted((name for name, spec in _specs.items() if spec.factory.__module__.startswith(__package__)),
+                        key=_listing_rank))
+
+
+def policy_colour(name: str) -> str | None:
+    """The policy's colour in every figure (None: the figure picks one)."""
+    spec = _specs.get(name)
+    return spec.colour if spec else None
+
+
+def theorem_rate(name: str) -> TheoremRate | None:
+    """The rate the policy's theorem states, or None."""
+    spec = _specs.get(name)
+    return spec.rate if spec else None
 
 
 def get_spec(name: str) -> PolicySpec:
