@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from . import __version__
-from .jobs.client import RUN_SERVER_VARIABLE
+from .jobs.client import RUN_SERVER_VARIABLE, STALE_SWEPT_VARIABLE
 
 # Start-up of a `cqb run` job (docs/benchmarks.md, "Job start-up"): this module
 # imports only the standard library; numpy, the policies and the rest load in
@@ -283,11 +283,11 @@ def load_compiled_modules() -> None:
         signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
-# Set by a local workflow run to the folder it swept of stale temporaries at
-# its start, before any job ran (cqb.io.files.sweep_stale_temporaries): a run
-# whose output is inside it skips the listing of its output's folder, which
-# holds up to thousands of run files (about 1 ms of every job).
-STALE_SWEPT_VARIABLE = "CQB_STALE_SWEPT"
+# STALE_SWEPT_VARIABLE (cqb.jobs.client) names the folder a local workflow run
+# swept of stale temporaries at its start, before any job ran
+# (cqb.io.files.sweep_stale_temporaries): a run whose output is inside it skips
+# the listing of its output's folder, which holds up to thousands of run files
+# (about 1 ms of every job).
 
 
 def remove_stale_temporaries(out: Path) -> None:
