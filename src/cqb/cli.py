@@ -224,11 +224,17 @@ def _check_pool_file(spec: dict) -> None:
 # run server's fresh fork (its CPU counts from the fork); a worker that has
 # served runs before sets it as it takes the next (cqb.jobs.server).
 run_cpu_origin = 0.0
+# Set by a run server's worker (cqb.jobs.worker): called once a run's output is
+# written, before its last log line, to send the job its status, so that a
+# worker killed after a run's last line leaves its job nothing to run again.
+before_last_line = None
 
 
 def _wrote(summary: str, started: float, out: Path) -> int:
     """A job's last log line: what it wrote, its wall and CPU time (the CPU
     part is what the pipeline's split and the benchmarks read)."""
+    if before_last_line is not None:
+        before_last_line()
     print(f"{summary}, {time.perf_counter() - started:.2f} s "
           f"({time.process_time() - run_cpu_origin:.2f} s CPU in this process), wrote {out}", file=sys.stderr)
     return 0

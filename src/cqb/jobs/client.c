@@ -5,8 +5,9 @@
  *
  * connects to the socket in $CQB_RUN_SERVER, sends one JSON message
  * {"argv", "cwd", "env", "umask"} with fds 1 and 2 (SCM_RIGHTS) and waits for
- * the server's replies: "started" (the forked run is about to start), then the
- * run's 4-byte big-endian exit status, which it exits with. Where no server
+ * the server's replies: "started" (the forked run is about to start), the
+ * run's 4-byte big-endian exit status, which it exits with, and "ended" (the
+ * run's log is complete) or the connection's close. Where no server
  * took the run (no variable, no socket, a request it cannot send, a refusal,
  * or no "started" before the server went away) it execs the Python command
  * instead, $CQB_RUN_FALLBACK or else `cqb` on PATH, with the same arguments
@@ -292,6 +293,12 @@ static int forward(const char *socket_path, int argc, char **argv, int *status) 
         received = recv(connection, status_bytes, sizeof status_bytes, 0);
     while (received < 0 && errno == EINTR);
     int error = errno;
+    if (received == (ssize_t)sizeof status_bytes) {
+        ssize_t ended; /* "ended", or the close of a worker killed since: the log is complete */
+        do
+            ended = recv(connection, reply, REPLY_LIMIT, 0);
+        while (ended < 0 && errno == EINTR);
+    }
     close(connection);
     if (received == 0 || (received < 0 && error == ECONNRESET)) { /* cqb.jobs.client.RUN_DIED */
         fputs("cqb: the run server went away during the run, and the run died with it; "

@@ -37,9 +37,10 @@ WORKER_RUNS = 100
 REQUEST_LIMIT = 1 << 20  # bytes of one request: a command line and an environment
 REPLY_LIMIT = 4096
 # The replies, each one SOCK_SEQPACKET message: STARTED (the forked run is
-# about to start), then its exit status; or REFUSED and why (nothing ran: the
-# client runs the job itself).
+# about to start), then its exit status, then ENDED (its log is complete); or
+# REFUSED and why (nothing ran: the client runs the job itself).
 STARTED = b"started"
+ENDED = b"ended"
 REFUSED = b"refused: "
 EXIT_STATUS = struct.Struct("!i")
 # The exit code of a job whose server went away after STARTED when the job
@@ -101,6 +102,11 @@ def forward(socket_path: str, argv: list[str]) -> int | None:
             status = b""
         except OSError:
             status = None
+        if status is not None and len(status) == EXIT_STATUS.size:
+            try:
+                connection.recv(REPLY_LIMIT)  # ENDED, or the close of a worker killed since: the log is complete
+            except OSError:
+                pass
     if status == b"":  # closed by every process that held it, the run's worker too: it has exited
         print(RUN_DIED, file=sys.stderr, flush=True)
         os.environ.pop(STALE_SWEPT_VARIABLE, None)  # the run here removes the dead run's temporary

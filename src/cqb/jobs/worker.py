@@ -14,7 +14,7 @@ import struct
 import sys
 import time
 
-from .client import EXIT_STATUS, REFUSED, REQUEST_LIMIT, RUN_SERVER_VARIABLE, STARTED
+from .client import ENDED, EXIT_STATUS, REFUSED, REQUEST_LIMIT, RUN_SERVER_VARIABLE, STARTED
 
 PR_SET_PDEATHSIG = 1  # <sys/prctl.h>
 # A worker's word after each run: the run's exit code, and whether it takes another run.
@@ -105,12 +105,12 @@ def work(server, server_pid: int, channel: socket.socket, connection: socket.soc
         code, reusable = _run_job(connection, request, fds, cli)
         runs += 1
         more = reusable and runs < server.worker_runs
-        try:  # first: a job that has its status may end, and the server must know by then that the run is over
+        try:  # before ENDED: a job that has ended may close, and the server must know by then the run is over
             channel.send(REPORT.pack(code, more))
         except OSError:  # the server has gone (this process's SIGKILL is on its way)
             more = False
-        if connection.fileno() >= 0:  # a run that started: its status from here too (the server may be gone)
-            _tell_status(connection, code)
+        if connection.fileno() >= 0:  # a run that started: the job may end now (its log is complete)
+            _end(connection)
         if not more:
             return code
         try:
@@ -146,9 +146,22 @@ def _run_job(connection: socket.socket, request: dict, fds: list[int], cli) -> t
         connection.close()
         _release_stdio(null)
         return 1, True
-    # The job's connection stays open until the status is sent (_tell_status): closed without one, it tells
-    # the job that this process has ended, run and all, and the job may run again in a process of its own.
+    # The job's connection stays open until ENDED (_end): closed without a status, it tells the job that
+    # this process has ended, run and all, and the job may run again in a process of its own. A run that
+    # wrote its output sends the status before its last log line (cli.before_last_line): a kill after
+    # that line then leaves the job its status, not a second run.
     connection.send(STARTED)
+    status = []
+
+    def send_status(code: int) -> None:
+        if not status:
+            status.append(code)
+            try:
+                connection.send(EXIT_STATUS.pack(code))
+            except OSError:
+                pass  # the job has gone
+
+    cli.before_last_line = lambda: send_status(0)
     reusable = True
     try:
         # the filters as the run found them, and a warning shown again in each run's log
@@ -169,14 +182,18 @@ def _run_job(connection: socket.socket, request: dict, fds: list[int], cli) -> t
 
         traceback.print_exc()
         code, reusable = 1, False  # what it left behind is unknown: no run after it here
+    cli.before_last_line = None
     _flush()
     _release_stdio(null)
-    return (code if isinstance(code, int) else 0), reusable
+    code = code if isinstance(code, int) else 0
+    send_status(code)
+    return code, reusable
 
 
-def _tell_status(connection: socket.socket, code: int) -> None:
+def _end(connection: socket.socket) -> None:
+    """ENDED: the run's log is complete; the job's connection let go."""
     try:
-        connection.send(EXIT_STATUS.pack(code))
+        connection.send(ENDED)
     except OSError:
         pass  # the job has gone
     connection.close()
