@@ -435,6 +435,35 @@ from cqb.jobs import server, worker
 worker._die_with_server = lambda server_pid: os.getppid() == server_pid  # no PR_SET_PDEATHSIG
 sys.exit(server.main(sys.argv[1:]))
 """
+# The server killed by its worker just after the run's last log line; the worker dies with it.
+SERVER_KILLED_AFTER_THE_LAST_LINE = """
+import os, signal, sys, time
+from cqb import cli
+from cqb.jobs import server
+wrote = cli._wrote
+def wrote_then_kill_the_server(*args):
+    wrote(*args)
+    os.kill(os.getppid(), signal.SIGKILL)
+    time.sleep(60)
+cli._wrote = wrote_then_kill_the_server
+sys.exit(server.main(sys.argv[1:]))
+"""
+
+
+FALLBACK = str(Path(sys.executable).parent / "cqb")  # the compiled client's `cqb run` (start() sets it so)
+
+
+def _scripted_server(script: str, socket_path: str) -> subprocess.Popen:
+    """A server run by ``script`` (python -c) on ``socket_path``, once it is ready."""
+    ready_read, ready_write = os.pipe()
+    server = subprocess.Popen([sys.executable, "-c", script, "--socket", socket_path, "--ready-fd", str(ready_write)],
+                              pass_fds=(ready_write,), env=_environment(), start_new_session=True)
+    os.close(ready_write)
+    try:
+        assert os.read(ready_read, 16) == b"ready\n"
+    finally:
+        os.close(ready_read)
+    return server
 
 
 @pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=needs_compiler)],
@@ -443,27 +472,39 @@ def test_a_run_that_outlives_its_server_is_waited_for_and_not_run_again(tmp_path
     """A worker that does not die with its server (PR_SET_PDEATHSIG not set):
     its job does not run again beside it; the worker, still holding the job's
     connection, sends the status itself."""
-    socket_path = str(tmp_path / "socket")
-    ready_read, ready_write = os.pipe()
-    server = subprocess.Popen([sys.executable, "-c", SERVER_WITHOUT_PDEATHSIG, "--socket", socket_path,
-                               "--ready-fd", str(ready_write)], pass_fds=(ready_write,),
-                              env=_environment(), start_new_session=True)
-    os.close(ready_write)
+    server = _scripted_server(SERVER_WITHOUT_PDEATHSIG, str(tmp_path / "socket"))
     try:
-        assert os.read(ready_read, 16) == b"ready\n"
-        job, lines = _long_job([run_client.CLIENT_BINARY] if compiled else CQB, socket_path, tmp_path / "run.npz")
+        job, lines = _long_job([run_client.CLIENT_BINARY] if compiled else CQB, str(tmp_path / "socket"),
+                               tmp_path / "run.npz", {RUN_FALLBACK_VARIABLE: FALLBACK})
         (orphan,) = _children(server.pid)
         server.kill()
         server.wait()
         rest, code = _rest(job)
     finally:
-        os.close(ready_read)
         server.kill()
         server.wait()
     assert _gone(orphan)
     assert code == 0, rest
     assert sum("random seed 2: Q(T) =" in line for line in lines + rest) == 1, lines + rest
     assert "went away" not in "\n".join(rest)
+
+
+@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=needs_compiler)],
+                         ids=["python client", "compiled client"])
+def test_a_server_killed_after_a_runs_last_log_line_leaves_its_job_the_status(tmp_path, compiled):
+    """The status reaches the job before the run's last log line: a kill
+    after that line is no second run."""
+    server = _scripted_server(SERVER_KILLED_AFTER_THE_LAST_LINE, str(tmp_path / "socket"))
+    try:
+        done = _run(["run", "--policy", "random", "--seed", "1", "--horizon", "50", "--out", str(tmp_path / "run.npz")],
+                    server_path=str(tmp_path / "socket"), command=[run_client.CLIENT_BINARY] if compiled else CQB,
+                    env_extra={RUN_FALLBACK_VARIABLE: FALLBACK}, timeout=120)
+        assert server.wait(60) == -signal.SIGKILL
+    finally:
+        server.kill()
+        server.wait()
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("Q(T) =") == 1 and "went away" not in done.stderr, done.stderr
 
 
 class FakeServer:
