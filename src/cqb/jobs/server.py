@@ -13,11 +13,12 @@ the exit status, which the job exits with. A worker serves up to
 ``--worker-runs`` runs, one after another: a fork's first run pays the
 copy-on-write faults of the pages it touches, the runs after it do not.
 
-No run is ever run twice at once: a job the server refuses, or loses before
-the worker said it started, runs in its own process; a server lost during the
-run takes its workers with it (PR_SET_PDEATHSIG), and the job runs again in
-its own process once its connection's close says the worker has exited. A
-killed job takes its worker with it (the server sees the connection close).
+No job gets two runs: a job the server refuses, or loses before the worker
+said it started, runs in its own process; a server lost during the run takes
+its workers with it (PR_SET_PDEATHSIG), and the job runs again in its own
+process once its connection's close says the worker has exited (a run that
+wrote its output has sent its status by then). A killed job takes its worker
+with it (the server sees the connection close).
 One bad request closes only its connection; SIGTERM stops accepting and lets
 the runs in flight finish; SIGINT is Snakemake's; the folder is removed here
 only when the process that started the server is gone.

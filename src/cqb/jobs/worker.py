@@ -78,12 +78,12 @@ def _die_with_server(server_pid: int) -> bool:
 
 
 def work(server, server_pid: int, channel: socket.socket, connection: socket.socket, request: dict,
-            fds: list[int]) -> int:
-    """In the fork: tied to the server, rid of the server's descriptors; then
-    the job it was forked for, and each job the server sends after it (a
-    request with its connection, stdout and stderr) until it has served
-    ``server.worker_runs``, a run ended in an unexpected exception, or the
-    server closes the socket."""
+         fds: list[int]) -> int:
+    """In the fork of ``server`` (a cqb.jobs.server.Server): tied to the
+    server, rid of its descriptors; then the job it was forked for, and each
+    job the server sends after it (a request with its connection, stdout and
+    stderr) until it has served ``server.worker_runs``, a run ended in an
+    unexpected exception, or the server closes the socket."""
     if not _die_with_server(server_pid):
         return 1  # the server is gone and said nothing: the job runs in its own process
     signal.set_wakeup_fd(-1)
@@ -127,8 +127,9 @@ def work(server, server_pid: int, channel: socket.socket, connection: socket.soc
 
 def _run_job(connection: socket.socket, request: dict, fds: list[int], cli) -> tuple[int, bool]:
     """One job in the worker: the job's stdio, folder, umask and environment;
-    STARTED; `cqb run` as in a process of its own; then the job's stdio let
-    go. Its exit code, and whether the worker may take another."""
+    STARTED; `cqb run` as in a process of its own; the job's stdio let go and
+    its status sent (if the run has not sent it). Its exit code, and whether
+    the worker may take another."""
     import warnings
 
     signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a `cqb run` of its own
