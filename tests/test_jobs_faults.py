@@ -20,9 +20,10 @@ import yaml
 
 from conftest import copy_workflow, snakemake
 from cqb.jobs import client as run_client
+from cqb.jobs import admission, worker as run_worker
 from cqb.jobs import server as run_server
-from cqb.jobs.client import EXIT_STATUS, REFUSED, REPLY_LIMIT, RUN_SERVER_VARIABLE, STARTED
-from test_jobs_handoff import CQB, SERVER_VARIABLES, _children, _gone, _start_long_job, needs_compiler
+from cqb.jobs.client import ENDED, EXIT_STATUS, REFUSED, REPLY_LIMIT, RUN_SERVER_VARIABLE, STARTED
+from test_jobs_handoff import CQB, REPO, RUN_START, SERVER_VARIABLES, _children, _gone, _start_long_job, needs_compiler
 
 pytestmark = pytest.mark.skipif(not (sys.platform.startswith("linux") and hasattr(socket, "send_fds")),
                                 reason="the run server runs on Linux (PR_SET_PDEATHSIG, SO_PEERCRED, /proc)")
@@ -89,18 +90,18 @@ def _log_lines(workdir: Path) -> dict[Path, str]:
             for log in (workdir / "results" / "fault" / "logs" / "simulate").rglob("*.log")}
 
 
-def _interrupted_run(tmp_path, signal_number):
-    """The workflow, with its server sent ``signal_number`` while a forked run
-    is in flight: (workdir, env, exit code, output, the run's pid)."""
-    workdir, env = _workflow(tmp_path)
+def _signalled_run(tmp_path, workdir, env, args, signal_number, ready):
+    """Snakemake on ``args``, its server sent ``signal_number`` once
+    ``ready(server)`` gives the server's children to watch: (exit code,
+    output, those children)."""
     with open(tmp_path / "snakemake.out", "w+") as out:
-        process = subprocess.Popen([sys.executable, "-m", "snakemake", *ARGS], cwd=workdir, env=env, stdout=out,
+        process = subprocess.Popen([sys.executable, "-m", "snakemake", *args], cwd=workdir, env=env, stdout=out,
                                    stderr=subprocess.STDOUT, text=True)
         try:
             server = _wait_for(lambda: _server_of(process.pid), "the run server", process)
-            (run, *_) = _wait_for(lambda: _children(server), "a forked run", process)
+            children = _wait_for(lambda: ready(server), "the moment to signal the server", process)
             os.kill(server, signal_number)
-            code = process.wait(600)
+            code = process.wait(1200)
         finally:
             if process.poll() is None:
                 process.kill()
@@ -108,6 +109,14 @@ def _interrupted_run(tmp_path, signal_number):
         out.seek(0)
         output = out.read()
     assert _gone(server), "the server outlived the signal"
+    return code, output, children
+
+
+def _interrupted_run(tmp_path, signal_number):
+    """The workflow, with its server sent ``signal_number`` while a forked run
+    is in flight: (workdir, env, exit code, output, the run's pid)."""
+    workdir, env = _workflow(tmp_path)
+    code, output, (run, *_) = _signalled_run(tmp_path, workdir, env, ARGS, signal_number, _children)
     return workdir, env, code, output, run
 
 
@@ -133,17 +142,69 @@ def test_a_server_stopped_mid_run_fails_no_job(clean_outputs, tmp_path):
     assert not list((tmp_path / "tmp").glob("cqb-run-server-*")), "the server's folder is left"
 
 
+# The base experiment's 16 jobs (8 policies, 2 seeds) at T = 100,000: runs of
+# about a second, so that a kill lands in some.
+BASE = yaml.safe_load((REPO / "config" / "config.yaml").read_text())["experiments"]["synthetic_base"]
+KILL_CONFIG = {"results_dir": "results/kill", "figures_dir": "results/kill/figures",
+               "experiments": {"kill_check": {**BASE, "horizon": 100_000, "seeds": 2}}}
+KILL_ARGS = ("results/kill/aggregate/kill_check.tsv", "--configfile", "config/smoke.yaml", "kill.yaml")
+
+
+def _kill_workflow(tmp_path: Path) -> tuple[Path, dict]:
+    workdir, env = _workflow(tmp_path)
+    (workdir / "kill.yaml").write_text(yaml.safe_dump(KILL_CONFIG))
+    return workdir, env
+
+
+def _kill_outputs(workdir: Path) -> dict[str, bytes]:
+    results = workdir / "results" / "kill"
+    return {str(path.relative_to(results)): path.read_bytes()
+            for path in [*results.glob("runs/**/*.npz"), *results.glob("aggregate/*.tsv")]}
+
+
+def _kill_logs(workdir: Path) -> dict[Path, str]:
+    return {log: log.read_text(errors="replace")
+            for log in (workdir / "results" / "kill" / "logs" / "simulate").rglob("*.log")}
+
+
+@pytest.fixture(scope="module")
+def clean_base_outputs(tmp_path_factory):
+    workdir, env = _kill_workflow(tmp_path_factory.mktemp("clean_base"))
+    done = subprocess.run([sys.executable, "-m", "snakemake", *KILL_ARGS], cwd=workdir, env=env,
+                          capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, done.stderr[-4000:]
+    outputs = _kill_outputs(workdir)
+    assert len(outputs) == 16 + 3  # the run files, the three tables
+    return outputs
+
+
 @pytest.mark.slow
-def test_a_server_killed_mid_run_runs_no_job_twice(clean_outputs, tmp_path):
-    workdir, env, code, output, run = _interrupted_run(tmp_path, signal.SIGKILL)
-    assert _gone(run), "the forked run outlived its server"
-    for log, text in _log_lines(workdir).items():
+def test_a_server_killed_mid_run_fails_no_job_and_runs_none_twice(clean_base_outputs, tmp_path):
+    """SIGKILL to the run server (as an OOM kill) once 4 of the 16 run files
+    exist and a run is in flight, through the default profile (keep-going
+    off): the jobs in flight run again in their own process once their runs
+    have died, the rest run in theirs; Snakemake exits 0 with the clean run's
+    bytes, and no log holds two runs."""
+    workdir, env = _kill_workflow(tmp_path)
+    runs = workdir / "results" / "kill" / "runs"
+
+    def in_flight():  # a forked run that has started and not ended
+        if len(list(runs.glob("**/*.npz"))) < 4:
+            return None
+        return [log for log, text in _kill_logs(workdir).items() if RUN_START in text and "Q(T) =" not in text]
+
+    code, output, workers = _signalled_run(tmp_path, workdir, env, KILL_ARGS, signal.SIGKILL,
+                                           lambda server: in_flight() and _children(server))
+    assert all(_gone(worker) for worker in workers), "a worker outlived its server"
+    assert code == 0, output[-4000:]
+    assert _kill_outputs(workdir) == clean_base_outputs
+    logs = _kill_logs(workdir)
+    assert len(logs) == 16
+    for log, text in logs.items():
         assert text.count("Q(T) =") <= 1, f"{log} holds two runs:\n{text}"
-    # the run in flight failed (or had just finished); the rerun redoes what is missing
-    rerun = _run(workdir, env)
-    assert rerun.returncode == 0, (output + rerun.stderr)[-4000:]
-    assert _outputs(workdir) == clean_outputs
+    assert any(run_client.RUN_DIED in text for text in logs.values()), "no run was in flight at the kill"
     assert not list((tmp_path / "tmp").glob("cqb-run-server-*")), "the server's folder is left"
+    assert not list(runs.glob("**/.*.tmp")), "a dead run's temporary is left"
 
 
 # ------------------------------------------------------------ a server on its own
@@ -271,9 +332,9 @@ def test_a_silent_connection_is_dropped_after_the_request_timeout(monkeypatch):
 def test_only_the_servers_own_user_is_served(monkeypatch):
     left, right = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     with left, right:
-        assert run_server.accepts_peer(left)  # the real credential: this test's own user
-        monkeypatch.setattr(run_server, "peer_credentials", lambda connection: (1, os.getuid() + 1, os.getgid()))
-        assert not run_server.accepts_peer(left)
+        assert admission.accepts_peer(left)  # the real credential: this test's own user
+        monkeypatch.setattr(admission, "peer_credentials", lambda connection: (1, os.getuid() + 1, os.getgid()))
+        assert not admission.accepts_peer(left)
 
 
 def _faulty_server_job(tmp_path, fault: str) -> tuple[subprocess.CompletedProcess, list[str]]:
@@ -283,7 +344,7 @@ def _faulty_server_job(tmp_path, fault: str) -> tuple[subprocess.CompletedProces
     socket_path = str(tmp_path / "socket")
     marks = tmp_path / "marks"
     ready_read, ready_write = os.pipe()
-    script = ("import errno, os, socket, sys; from cqb.jobs import server\n"
+    script = ("import errno, os, socket, sys; from cqb.jobs import admission, server\n"
               f"def mark(word): open({str(marks)!r}, 'a').write(word + ' ')\n"
               "fork = server.Server._fork\n"
               "def marked_fork(*args): mark('forked'); return fork(*args)\n"
@@ -313,7 +374,7 @@ def test_a_job_of_another_user_is_refused_and_runs_in_its_own_process(tmp_path):
     (a second user cannot be made here)."""
     _, marks = _faulty_server_job(tmp_path, "def other_user(connection): mark('asked'); "
                                             "return (1, os.getuid() + 1, os.getgid())\n"
-                                            "server.peer_credentials = other_user")
+                                            "admission.peer_credentials = other_user")
     assert marks == ["asked"]  # and never forked: the job ran in its own process
 
 
@@ -363,12 +424,12 @@ def test_a_job_with_another_start_up_environment_runs_in_its_own_process(lone_se
 
 def test_the_environment_check_names_what_a_fork_cannot_change():
     server = {"PATH": "/bin", "LANG": "C.UTF-8", "OPENBLAS_NUM_THREADS": "1", "HOME": "/h"}
-    assert run_server.environment_difference({**server, "PATH": "/usr/bin", "HOME": "/x", "CQB_X": "1"}, server) is None
+    assert admission.environment_difference({**server, "PATH": "/usr/bin", "HOME": "/x", "CQB_X": "1"}, server) is None
     # `cqb run` pins the BLAS thread counts itself, in-process as in a fork
-    assert run_server.environment_difference({**server, "OPENBLAS_NUM_THREADS": "4"}, server) is None
+    assert admission.environment_difference({**server, "OPENBLAS_NUM_THREADS": "4"}, server) is None
     for name in ("PYTHONPATH", "LD_PRELOAD", "OMP_NUM_THREADS", "LC_ALL", "VIRTUAL_ENV", "CONDA_PREFIX"):
-        assert name in run_server.environment_difference({**server, name: "x"}, server)
-    assert "LANG" in run_server.environment_difference({k: v for k, v in server.items() if k != "LANG"}, server)
+        assert name in admission.environment_difference({**server, name: "x"}, server)
+    assert "LANG" in admission.environment_difference({k: v for k, v in server.items() if k != "LANG"}, server)
 
 
 @pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=needs_compiler)],
@@ -397,7 +458,7 @@ def test_a_crashed_run_says_so_in_its_log(lone_server, tmp_path, compiled):
 ])
 def test_a_forked_systemexit_ends_as_the_interpreter_ends_one(raised, code, printed, capsys):
     own = subprocess.run([sys.executable, "-c", f"raise SystemExit({raised.code!r})"], capture_output=True, text=True)
-    assert run_server._exit_code(raised) == code == own.returncode
+    assert run_worker._exit_code(raised) == code == own.returncode
     assert capsys.readouterr().err == printed == own.stderr
 
 
@@ -412,7 +473,7 @@ def test_a_stale_key_kills_nothing():
         server.selector = None  # not reached
         Key = collections.namedtuple("Key", "fileobj data")
         server._handle(Key(left, bystander.pid))  # reaped already: not among the children
-        worker = run_server.Worker(right)
+        worker = run_worker.Worker(right)
         worker.connection = right
         server.children = {bystander.pid: worker}
         server._handle(Key(left, bystander.pid))  # a closed connection of an earlier child with that pid
@@ -428,4 +489,4 @@ def test_the_status_of_a_run_comes_after_its_start(lone_server, tmp_path):
     replies, closed = _raw_request(lone_server.socket_path, _request(
         ("run", "--policy", "random", "--seed", "1", "--horizon", "20", "--out", str(tmp_path / "r.npz")),
         cwd=str(tmp_path)))
-    assert replies == [STARTED, EXIT_STATUS.pack(0)] and all(closed)
+    assert replies == [STARTED, EXIT_STATUS.pack(0), ENDED] and all(closed)

@@ -200,7 +200,7 @@ def test_a_worker_serves_runs_in_turn_each_as_its_own_process_would(tmp_path, mo
 
 ISOLATION_SCRIPT = r"""
 import json, os, socket, sys, warnings
-from cqb.jobs import server
+from cqb.jobs import worker
 
 class FakeCli:
     def main(argv):
@@ -220,7 +220,7 @@ for number, (word, code, umask, env) in enumerate([("first", "0", 0o027, {"CQB_T
     err = os.open(os.path.join(folder, word + ".err"), os.O_WRONLY | os.O_CREAT, 0o644)
     request = {"argv": ["run", word, code], "cwd": os.path.join(folder, word), "umask": umask,
                "env": {**{k: v for k, v in os.environ.items() if k != "CQB_TEST_VAR"}, **env}}
-    results.append([*server._run_job(ours, request, [out, err], FakeCli), job.recv(100).decode(),
+    results.append([*worker._run_job(ours, request, [out, err], FakeCli), job.recv(100).decode(),
                     os.readlink("/proc/self/fd/1"), os.readlink("/proc/self/fd/2")])
 print(json.dumps(results), file=open(os.path.join(folder, "results.json"), "w"))
 """
@@ -228,7 +228,7 @@ print(json.dumps(results), file=open(os.path.join(folder, "results.json"), "w"))
 
 def test_each_run_of_a_worker_gets_its_jobs_stdio_folder_umask_and_environment_and_a_crash_ends_the_worker(
         tmp_path):
-    """server._run_job three times in one process, as a worker runs jobs:
+    """worker._run_job three times in one process, as a worker runs jobs:
     each run sees its job's folder, umask and environment (a variable of the
     first job gone in the second), writes to its job's stdout and stderr
     (released after it: /dev/null in their place), shows a warning again, and
@@ -371,36 +371,140 @@ def test_without_a_server_the_job_runs_in_its_own_process(tmp_path, request, com
     assert "random seed 1: Q(T) =" in done.stderr and "went away" not in done.stderr
 
 
+# 300,000 rounds: seconds, far longer than a test takes to act on the run
+LONG_RUN = ["run", "--policy", "random", "--seed", "2", "--horizon", "300000", "--dim", "2", "--slack", "0.01",
+            "--code-hash", CODE_HASH]
+
+
+def _long_job(command, socket_path, out, env_extra=None):
+    """A job (umask 027) through ``socket_path`` whose run has started its
+    simulation: (the job, the lines of its log so far)."""
+    job = subprocess.Popen(["/bin/sh", "-c", 'umask 027; exec "$@"', "sh", *command, *LONG_RUN, "--out", str(out)],
+                           env=_environment(socket_path, env_extra), stderr=subprocess.PIPE, text=True)
+    lines = []
+    for line in job.stderr:
+        lines.append(line.rstrip("\n"))
+        if line.startswith(RUN_START):
+            break
+    return job, lines
+
+
+def _rest(job) -> list[str]:
+    """The rest of the job's log (until every writer has let it go) and its exit code."""
+    rest = job.stderr.read().splitlines()
+    job.stderr.close()
+    return rest, job.wait(60)
+
+
 @pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=needs_compiler)],
                          ids=["python client", "compiled client"])
-def test_a_job_whose_server_is_killed_mid_run_fails_and_its_run_dies_with_the_server(tmp_path, monkeypatch, compiled):
+def test_a_job_whose_server_is_killed_mid_run_runs_again_once_its_run_has_died(tmp_path, monkeypatch, compiled):
+    """The worker dies with its server (PR_SET_PDEATHSIG); its job sees the
+    connection the worker held close without a status, and runs the job again
+    in its own process: one complete run in the log, which says what happened,
+    and the dead run's temporary removed (the workflow's sweep, named in
+    CQB_STALE_SWEPT, came before it)."""
     _own_environment(monkeypatch)
     started = run_client.start(client=compiled)
+    out = tmp_path / "run.npz"
+    stale = tmp_path / ".run.npz.dead-run.tmp"  # what a run killed mid-write leaves
+    stale.write_bytes(b"partial")
     try:
         assert (started.client is not None) == compiled
-        # a million rounds: far longer than the test takes to kill the server
-        job = subprocess.Popen(["/bin/sh", "-c", 'umask 027; exec "$@"', "sh",
-                                *([started.client] if compiled else CQB), "run", "--policy", "random", "--seed", "2",
-                                "--horizon", "1000000", "--dim", "2", "--slack", "0.01", "--code-hash", CODE_HASH,
-                                "--out", str(tmp_path / "run.npz")],
-                               env=_environment(started.socket_path),
-                               stderr=subprocess.PIPE, text=True)
-        for line in job.stderr:
-            if line.startswith(RUN_START):
-                break
-        orphans = _children(started.pid)
-        assert orphans
+        job, lines = _long_job([started.client] if compiled else CQB, started.socket_path, out,
+                               {"CQB_STALE_SWEPT": str(tmp_path)})
+        workers = _children(started.pid)
+        assert workers
         started.process.kill()
         started.process.wait()
-        rest = job.stderr.read()
-        job.stderr.close()
-        # the run had started: it must not run again in the job's process
-        assert job.wait(60) == run_client.LOST_AFTER_START, rest
+        rest, code = _rest(job)
     finally:
         started.stop()
-    assert rest.splitlines() == ["cqb: the run server went away during the run; this job fails, to be rerun"]
-    assert all(_gone(orphan, seconds=10) for orphan in orphans), "the run outlived its server"
-    assert not (tmp_path / "run.npz").exists()
+    assert all(_gone(worker, seconds=10) for worker in workers), "the run outlived its server"
+    assert code == 0, rest
+    log = lines + rest
+    assert log[1] == run_client.RUN_DIED and log[2].startswith(RUN_START), log  # the dead run's first line, then
+    assert sum("random seed 2: Q(T) =" in line for line in log) == 1, log
+    assert out.stat().st_mode & 0o777 == 0o640  # the job's umask
+    assert not stale.exists()
+
+
+SERVER_WITHOUT_PDEATHSIG = """
+import os, sys
+from cqb.jobs import server, worker
+worker._die_with_server = lambda server_pid: os.getppid() == server_pid  # no PR_SET_PDEATHSIG
+sys.exit(server.main(sys.argv[1:]))
+"""
+# The server killed by its worker just after the run's last log line; the worker dies with it.
+SERVER_KILLED_AFTER_THE_LAST_LINE = """
+import os, signal, sys, time
+from cqb import cli
+from cqb.jobs import server
+wrote = cli._wrote
+def wrote_then_kill_the_server(*args):
+    wrote(*args)
+    os.kill(os.getppid(), signal.SIGKILL)
+    time.sleep(60)
+cli._wrote = wrote_then_kill_the_server
+sys.exit(server.main(sys.argv[1:]))
+"""
+
+
+FALLBACK = str(Path(sys.executable).parent / "cqb")  # the compiled client's `cqb run` (start() sets it so)
+
+
+def _scripted_server(script: str, socket_path: str) -> subprocess.Popen:
+    """A server run by ``script`` (python -c) on ``socket_path``, once it is ready."""
+    ready_read, ready_write = os.pipe()
+    server = subprocess.Popen([sys.executable, "-c", script, "--socket", socket_path, "--ready-fd", str(ready_write)],
+                              pass_fds=(ready_write,), env=_environment(), start_new_session=True)
+    os.close(ready_write)
+    try:
+        assert os.read(ready_read, 16) == b"ready\n"
+    finally:
+        os.close(ready_read)
+    return server
+
+
+@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=needs_compiler)],
+                         ids=["python client", "compiled client"])
+def test_a_run_that_outlives_its_server_is_waited_for_and_not_run_again(tmp_path, compiled):
+    """A worker that does not die with its server (PR_SET_PDEATHSIG not set):
+    its job does not run again beside it; the worker, still holding the job's
+    connection, sends the status itself."""
+    server = _scripted_server(SERVER_WITHOUT_PDEATHSIG, str(tmp_path / "socket"))
+    try:
+        job, lines = _long_job([run_client.CLIENT_BINARY] if compiled else CQB, str(tmp_path / "socket"),
+                               tmp_path / "run.npz", {RUN_FALLBACK_VARIABLE: FALLBACK})
+        (orphan,) = _children(server.pid)
+        server.kill()
+        server.wait()
+        rest, code = _rest(job)
+    finally:
+        server.kill()
+        server.wait()
+    assert _gone(orphan)
+    assert code == 0, rest
+    assert sum("random seed 2: Q(T) =" in line for line in lines + rest) == 1, lines + rest
+    assert "went away" not in "\n".join(rest)
+
+
+@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=needs_compiler)],
+                         ids=["python client", "compiled client"])
+def test_a_server_killed_after_a_runs_last_log_line_leaves_its_job_the_status(tmp_path, compiled):
+    """The status reaches the job before the run's last log line: a kill
+    after that line is no second run."""
+    server = _scripted_server(SERVER_KILLED_AFTER_THE_LAST_LINE, str(tmp_path / "socket"))
+    try:
+        done = _run(["run", "--policy", "random", "--seed", "1", "--horizon", "50", "--out", str(tmp_path / "run.npz")],
+                    server_path=str(tmp_path / "socket"), command=[run_client.CLIENT_BINARY] if compiled else CQB,
+                    env_extra={RUN_FALLBACK_VARIABLE: FALLBACK}, timeout=120)
+        assert server.wait(60) == -signal.SIGKILL
+    finally:
+        server.kill()
+        server.wait()
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("Q(T) =") == 1 and "went away" not in done.stderr, done.stderr
 
 
 class FakeServer:
@@ -556,9 +660,9 @@ def test_the_awkward_environment_reaches_a_real_run(server, client, tmp_path):
 
 def test_a_forked_run_gets_exactly_the_jobs_environment():
     """The child changes only what differs from the server's environment
-    (server._use_environment); what it ends with is the job's, at the C
+    (cqb.jobs.worker._use_environment); what it ends with is the job's, at the C
     level too (what a subprocess of the run inherits)."""
-    script = ("import json, os, subprocess, sys; from cqb.jobs.server import _use_environment; "
+    script = ("import json, os, subprocess, sys; from cqb.jobs.worker import _use_environment; "
               "os.environ.update(CQB_ONLY_SERVER='1', CQB_BOTH='server'); _use_environment(json.loads(sys.argv[1])); "
               "inherited = os.fsdecode(subprocess.run(['env', '-0'], capture_output=True).stdout); "
               "print(json.dumps([dict(os.environ), dict(line.split('=', 1) for line in inherited.split('\\0') if line)]))")
@@ -649,7 +753,7 @@ def test_a_forked_run_imports_no_compiled_module(tmp_path):
     (cqb.cli.load_compiled_modules)."""
     code = f"""
 import json, sys
-from cqb.jobs.server import preload
+from cqb.jobs.worker import preload
 preload()
 before = set(sys.modules)
 from cqb.cli import main

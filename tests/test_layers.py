@@ -20,9 +20,10 @@ LAYERS = {
     "cqb.pipeline": 3,
     "cqb.figures": 4,
     # on top: the public policy API for plugins (a re-export), the job side of
-    # the run server (stdlib only), the command line, and the run server, which
-    # runs the command line in its forks
-    "cqb.policies": 5, "cqb.jobs": 5, "cqb.jobs.client": 5, "cqb.cli": 8, "cqb.jobs.server": 9,
+    # the run server (stdlib only), the command line, the run server's request
+    # checks and forked workers, which run the command line, and its loop
+    "cqb.policies": 5, "cqb.jobs": 5, "cqb.jobs.client": 5, "cqb.cli": 8,
+    "cqb.jobs.admission": 8.5, "cqb.jobs.worker": 8.5, "cqb.jobs.server": 9,
 }
 
 

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from . import __version__
-from .jobs.client import RUN_SERVER_VARIABLE
+from .jobs.client import RUN_SERVER_VARIABLE, STALE_SWEPT_VARIABLE
 
 # Start-up of a `cqb run` job (docs/benchmarks.md, "Job start-up"): this module
 # imports only the standard library; numpy, the policies and the rest load in
@@ -224,11 +224,17 @@ def _check_pool_file(spec: dict) -> None:
 # run server's fresh fork (its CPU counts from the fork); a worker that has
 # served runs before sets it as it takes the next (cqb.jobs.server).
 run_cpu_origin = 0.0
+# Set by a run server's worker (cqb.jobs.worker): called once a run's output is
+# written, before its last log line, to send the job its status, so that a
+# worker killed after a run's last line leaves its job nothing to run again.
+before_last_line = None
 
 
 def _wrote(summary: str, started: float, out: Path) -> int:
     """A job's last log line: what it wrote, its wall and CPU time (the CPU
     part is what the pipeline's split and the benchmarks read)."""
+    if before_last_line is not None:
+        before_last_line()
     print(f"{summary}, {time.perf_counter() - started:.2f} s "
           f"({time.process_time() - run_cpu_origin:.2f} s CPU in this process), wrote {out}", file=sys.stderr)
     return 0
@@ -285,11 +291,11 @@ def load_compiled_modules() -> None:
         signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
-# Set by a local workflow run to the folder it swept of stale temporaries at
-# its start, before any job ran (cqb.io.files.sweep_stale_temporaries): a run
-# whose output is inside it skips the listing of its output's folder, which
-# holds up to thousands of run files (about 1 ms of every job).
-STALE_SWEPT_VARIABLE = "CQB_STALE_SWEPT"
+# STALE_SWEPT_VARIABLE (cqb.jobs.client) names the folder a local workflow run
+# swept of stale temporaries at its start, before any job ran
+# (cqb.io.files.sweep_stale_temporaries): a run whose output is inside it skips
+# the listing of its output's folder, which holds up to thousands of run files
+# (about 1 ms of every job).
 
 
 def remove_stale_temporaries(out: Path) -> None:

@@ -5,14 +5,18 @@
  *
  * connects to the socket in $CQB_RUN_SERVER, sends one JSON message
  * {"argv", "cwd", "env", "umask"} with fds 1 and 2 (SCM_RIGHTS) and waits for
- * the server's replies: "started" (the forked run is about to start), then the
- * run's 4-byte big-endian exit status, which it exits with. Where no server
+ * the server's replies: "started" (the forked run is about to start), the
+ * run's 4-byte big-endian exit status, which it exits with, and "ended" (the
+ * run's log is complete) or the connection's close. Where no server
  * took the run (no variable, no socket, a request it cannot send, a refusal,
  * or no "started" before the server went away) it execs the Python command
  * instead, $CQB_RUN_FALLBACK or else `cqb` on PATH, with the same arguments
  * and without $CQB_RUN_SERVER: the run then happens in that process, as
- * without a server. A server lost after "started" is exit 75 (the run may
- * have begun: it must not run twice). The package build (setup.py) compiles
+ * without a server. A connection closed after "started" without a status
+ * means the worker that held it has exited, its run with it: the same fallback
+ * runs the job again, with $CQB_STALE_SWEPT unset so that it removes the dead
+ * run's temporary. Any other failure to read the status is exit 75 (the run
+ * may still be going: it must not run twice). The package build (setup.py) compiles
  * this file with its own SHA-256 as CLIENT_SOURCE_HASH, printed by
  * `--source-hash`, so that a client older than this source is not used.
  * Standard C and POSIX only.
@@ -36,6 +40,7 @@
 
 #define RUN_SERVER_VARIABLE "CQB_RUN_SERVER"
 #define RUN_FALLBACK_VARIABLE "CQB_RUN_FALLBACK"
+#define STALE_SWEPT_VARIABLE "CQB_STALE_SWEPT" /* cqb.jobs.client.STALE_SWEPT_VARIABLE */
 #define REQUEST_LIMIT (1 << 20) /* cqb.jobs.client.REQUEST_LIMIT: what the server reads */
 #define REPLY_LIMIT 4096
 #define STARTED "started"        /* cqb.jobs.client.STARTED */
@@ -215,7 +220,7 @@ static int build_request(struct buffer *out, int argc, char **argv) {
 }
 
 /* 1 and the run's exit status in *status when the server ran it; 0 when no
- * server took it. */
+ * server took it, or its run died with the server. */
 static int forward(const char *socket_path, int argc, char **argv, int *status) {
     struct sockaddr_un address;
     if (strlen(socket_path) >= sizeof address.sun_path)
@@ -287,7 +292,20 @@ static int forward(const char *socket_path, int argc, char **argv, int *status) 
     do
         received = recv(connection, status_bytes, sizeof status_bytes, 0);
     while (received < 0 && errno == EINTR);
+    int error = errno;
+    if (received == (ssize_t)sizeof status_bytes) {
+        ssize_t ended; /* "ended", or the close of a worker killed since: the log is complete */
+        do
+            ended = recv(connection, reply, REPLY_LIMIT, 0);
+        while (ended < 0 && errno == EINTR);
+    }
     close(connection);
+    if (received == 0 || (received < 0 && error == ECONNRESET)) { /* cqb.jobs.client.RUN_DIED */
+        fputs("cqb: the run server went away during the run, and the run died with it; "
+              "running the job again in this process\n", stderr);
+        unsetenv(STALE_SWEPT_VARIABLE);
+        return 0;
+    }
     if (received != (ssize_t)sizeof status_bytes) {
         fputs("cqb: the run server went away during the run; this job fails, to be rerun\n", stderr);
         *status = LOST_AFTER_START;

@@ -37,19 +37,30 @@ WORKER_RUNS = 100
 REQUEST_LIMIT = 1 << 20  # bytes of one request: a command line and an environment
 REPLY_LIMIT = 4096
 # The replies, each one SOCK_SEQPACKET message: STARTED (the forked run is
-# about to start), then its exit status; or REFUSED and why (nothing ran: the
-# client runs the job itself).
+# about to start), then its exit status, then ENDED (its log is complete); or
+# REFUSED and why (nothing ran: the client runs the job itself).
 STARTED = b"started"
+ENDED = b"ended"
 REFUSED = b"refused: "
 EXIT_STATUS = struct.Struct("!i")
-# The exit code of a job whose server went away after STARTED: the run may
-# have begun, so it must not run a second time in this process; Snakemake
-# reruns the failed job (EX_TEMPFAIL of sysexits.h).
+# The exit code of a job whose server went away after STARTED when the job
+# cannot tell whether its run has ended (its connection failed otherwise than
+# by closing): the run must not run a second time beside it; Snakemake's rerun
+# runs the failed job (EX_TEMPFAIL of sysexits.h).
 LOST_AFTER_START = 75
 # What Snakemake's shell sets to a job's thread count (snakemake.shell).
 SNAKEMAKE_THREAD_VARIABLES = ("OMP_NUM_THREADS", "GOTO_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                               "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
 WENT_AWAY = "cqb: the run server went away; running in this process"
+# The folder the workflow swept of stale temporaries (cqb.cli.
+# remove_stale_temporaries); a job whose forked run died unsets it, so that its
+# own run removes the dead run's temporary.
+STALE_SWEPT_VARIABLE = "CQB_STALE_SWEPT"
+# The worker holds the job's connection until it has sent the run's status:
+# closed without one (and the server gone), the worker has exited, its run
+# with it (the kernel closes a process's sockets as it exits).
+RUN_DIED = ("cqb: the run server went away during the run, and the run died with it; "
+            "running the job again in this process")
 
 
 def forward(socket_path: str, argv: list[str]) -> int | None:
@@ -87,9 +98,20 @@ def forward(socket_path: str, argv: list[str]) -> int | None:
             return None
         try:
             status = connection.recv(EXIT_STATUS.size)
-        except OSError:
+        except ConnectionResetError:
             status = b""
-    if len(status) != EXIT_STATUS.size:
+        except OSError:
+            status = None
+        if status is not None and len(status) == EXIT_STATUS.size:
+            try:
+                connection.recv(REPLY_LIMIT)  # ENDED, or the close of a worker killed since: the log is complete
+            except OSError:
+                pass
+    if status == b"":  # closed by every process that held it, the run's worker too: it has exited
+        print(RUN_DIED, file=sys.stderr, flush=True)
+        os.environ.pop(STALE_SWEPT_VARIABLE, None)  # the run here removes the dead run's temporary
+        return None
+    if status is None or len(status) != EXIT_STATUS.size:
         print("cqb: the run server went away during the run; this job fails, to be rerun",
               file=sys.stderr, flush=True)
         return LOST_AFTER_START

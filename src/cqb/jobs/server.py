@@ -2,26 +2,26 @@
 Python's and numpy's start-up (docs/jobs.md).
 
 The workflow's ``onstart`` starts one server (cqb.jobs.client.start) that
-imports numpy, the simulator, the policies and scipy once, then listens on a
+imports what a run needs once (cqb.jobs.worker.preload), then listens on a
 Unix socket in a private folder. Each ``cqb run`` job stays its own Snakemake
-job and its own process: it finds the socket in ``CQB_RUN_SERVER``, sends its
-command line, working folder, environment and umask with its stdout/stderr,
-and waits. The server hands the request to a *worker*, a fork of the
-preloaded process, which tells the job it has started and runs exactly what
-``cqb run`` would have run in-process, writing to the job's own log; the
-server hands its exit status back, which the job exits with. A worker then
-waits for the next request and serves up to ``--worker-runs`` runs, one after
-another, before it exits: a fork's first run pays the copy-on-write faults of
-the pages it touches (most of a short run's cost outside the simulation), the
-runs after it do not.
+job and its own process: it sends its command line, working folder,
+environment and umask with its stdout/stderr, and waits. This loop checks the
+request (cqb.jobs.admission) and hands it to a *worker*, a fork of the
+preloaded process (cqb.jobs.worker), which says it has started, runs what
+``cqb run`` would have run in-process, writing to the job's own log, and sends
+the exit status, which the job exits with. A worker serves up to
+``--worker-runs`` runs, one after another: a fork's first run pays the
+copy-on-write faults of the pages it touches, the runs after it do not.
 
-A job runs once: where the server refuses it or is gone before the child said
-it started, the job runs in its own process; after that, a lost server fails
-the job (each child dies with the server, PR_SET_PDEATHSIG). A killed job
-takes its child with it (the server sees the connection close). One bad
-request closes only its own connection; SIGTERM stops accepting and lets the
-runs in flight finish; SIGINT is Snakemake's to handle; the folder is removed
-here only when the process that started the server is gone.
+No job gets two runs: a job the server refuses, or loses before the worker
+said it started, runs in its own process; a server lost during the run takes
+its workers with it (PR_SET_PDEATHSIG), and the job runs again in its own
+process once its connection's close says the worker has exited (a run that
+wrote its output has sent its status by then). A killed job takes its worker
+with it (the server sees the connection close).
+One bad request closes only its connection; SIGTERM stops accepting and lets
+the runs in flight finish; SIGINT is Snakemake's; the folder is removed here
+only when the process that started the server is gone.
 
 Run as ``python -m cqb.jobs.server``; the job side is cqb.jobs.client.
 """
@@ -33,100 +33,14 @@ import json
 import os
 import signal
 import socket
-import struct
 import sys
 import time
 
-from .client import (EXIT_STATUS, REFUSED, REQUEST_LIMIT, RUN_CLIENT_VARIABLE, RUN_FALLBACK_VARIABLE,
-                     RUN_SERVER_VARIABLE, STARTED, WORKER_RUNS)
+from .admission import RUNTIME_VARIABLES, accepts_peer, environment_difference, request_problem
+from .client import EXIT_STATUS, REFUSED, REQUEST_LIMIT, WORKER_RUNS
+from .worker import REPORT, Worker, _close, preload, work
 
 REQUEST_TIMEOUT = 10.0  # seconds a connection may take to send its request (a client sends it at once)
-PR_SET_PDEATHSIG = 1  # <sys/prctl.h>
-_PEER_CREDENTIALS = struct.Struct("3i")  # struct ucred: pid, uid, gid
-# A worker's word after each run: the run's exit code, and whether it takes another run.
-_REPORT = struct.Struct("!i?")
-# Read by the interpreter, the dynamic loader, the C library or a numeric
-# library when a process starts (or imports numpy): a fork of the server
-# cannot take the job's value. The BLAS thread counts are not here: `cqb run`
-# sets them itself (cqb.cli.pin_blas_to_one_thread), in-process as in a fork.
-FIXED_AT_START_PREFIXES = ("PYTHON", "LD_", "LC_", "MALLOC_", "GLIBC_", "NPY_", "NUMPY_")
-FIXED_AT_START_NAMES = ("LANG", "LANGUAGE", "VIRTUAL_ENV", "CONDA_PREFIX", "VECLIB_MAXIMUM_THREADS")
-RUNTIME_VARIABLES = (RUN_SERVER_VARIABLE, RUN_CLIENT_VARIABLE, RUN_FALLBACK_VARIABLE)
-
-
-def preload() -> str:
-    """Import everything a run needs, once, in the server, and build the
-    command line's parser; the code hash is taken now, so it describes the
-    code the children actually run."""
-    from .. import cli
-
-    cli.pin_blas_to_one_thread()  # before numpy: the children inherit one BLAS thread
-    # numpy.random (nine Cython modules, ~18 ms) and the core: a run imports no compiled module,
-    # so it pays no such import and a Ctrl-C cannot land in one (cli.load_compiled_modules)
-    cli.load_compiled_modules()
-    from ..sim import runfile, simulate  # noqa: F401
-    from ..sim.code_hash import simulation_code_hash
-    from ..sim.policies import registered_policies
-
-    registered_policies()
-    # A first use each child would otherwise repeat: the core's build check.
-    from ..sim.core import core
-
-    core()
-    # Each child parses with its own copy of this parser; one parse of a job's
-    # command line here also leaves argparse's compiled patterns cached.
-    cli.command_parser().parse_args(["run", "--instance-spec", "{}", "--policy", "oracle", "--params", "{}",
-                                     "--horizon", "1", "--seed", "0", "--code-hash", "x", "--out", "x.npz"])
-    return simulation_code_hash()
-
-
-def fixed_at_start(name: str) -> bool:
-    from ..cli import BLAS_THREAD_VARIABLES
-
-    if name in BLAS_THREAD_VARIABLES:
-        return False
-    return name.startswith(FIXED_AT_START_PREFIXES) or name in FIXED_AT_START_NAMES or name.endswith("_NUM_THREADS")
-
-
-def environment_difference(job: dict, server: dict) -> str | None:
-    """Why a job with environment ``job`` cannot run in a fork of a server
-    started with ``server`` (the variables that differ), or None."""
-    names = sorted({name for name in (*job, *server)
-                    if fixed_at_start(name) and job.get(name) != server.get(name)})
-    if not names:
-        return None
-    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
-    return f"{shown} differ{'s' if len(names) == 1 else ''} from the server's, and cannot change after a fork"
-
-
-def request_problem(request) -> str | None:
-    """What makes ``request`` (parsed JSON) not a run request, or None."""
-    if not isinstance(request, dict):
-        return "not a JSON object"
-    argv, cwd, env, umask = (request.get(key) for key in ("argv", "cwd", "env", "umask"))
-    if not (isinstance(argv, list) and all(isinstance(item, str) for item in argv)):
-        return "argv is not a list of strings"
-    if argv[:1] != ["run"]:
-        return "only `cqb run` is served"
-    if not isinstance(cwd, str):
-        return "cwd is not a string"
-    if not (isinstance(env, dict) and all(isinstance(value, str) for value in env.values())):
-        return "env is not a mapping of strings"
-    if not (isinstance(umask, int) and not isinstance(umask, bool) and 0 <= umask <= 0o777):
-        return "umask is not a mode"
-    return None
-
-
-def peer_credentials(connection: socket.socket) -> tuple[int, int, int]:
-    """(pid, uid, gid) of the process at the other end (SO_PEERCRED)."""
-    return _PEER_CREDENTIALS.unpack(connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
-                                                          _PEER_CREDENTIALS.size))
-
-
-def accepts_peer(connection: socket.socket) -> bool:
-    """Only this user's processes: the folder's mode keeps others out, this
-    check whatever reaches the socket anyway."""
-    return peer_credentials(connection)[1] == os.getuid()
 
 
 def _report(message: str) -> None:
@@ -135,24 +49,6 @@ def _report(message: str) -> None:
     except OSError:
         pass
 
-
-def _close(*fds: int) -> None:
-    for fd in fds:
-        try:
-            os.close(fd)
-        except OSError:
-            pass
-
-
-class Worker:
-    """A forked worker as the server sees it: its end of the pair of sockets
-    the two talk over, and while it runs a job, the job's connection and
-    stderr (for a word on how the run ended)."""
-
-    def __init__(self, channel: socket.socket):
-        self.channel = channel
-        self.connection: socket.socket | None = None
-        self.stderr = -1
 
 
 class Server:
@@ -231,6 +127,10 @@ class Server:
                 self._read_report(key.data[1], worker)
         else:  # a running job's connection: readable when the job has gone
             entry = self.children.get(key.data)
+            if entry is not None and entry.connection is key.fileobj:
+                # a worker reports before it tells its job the status: a report waiting here is a run that is
+                # over, whose job has ended after it, not a killed job
+                self._read_report(key.data, entry)
             if entry is not None and entry.connection is key.fileobj:  # not a connection closed in this batch
                 try:
                     os.kill(key.data, signal.SIGKILL)  # not yet reaped, so still our child
@@ -339,32 +239,33 @@ class Server:
         return None
 
     def _read_report(self, pid: int, worker: Worker) -> None:
-        """A worker's word after a run: the job gets its exit status, and the
-        worker becomes idle, or is retired. An end of file: it has exited
-        (_reap tells its job, if any)."""
+        """A worker's word after a run (it sends the job the status itself):
+        the job let go here, and the worker becomes idle, or is retired. An end
+        of file: it has exited (_reap tells its job, if any)."""
         try:
-            report = worker.channel.recv(_REPORT.size)
+            report = worker.channel.recv(REPORT.size)
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
             report = b""
-        if len(report) != _REPORT.size:
+        if len(report) != REPORT.size:
             self._retire(worker)
             return
-        code, more = _REPORT.unpack(report)
-        self._answer(worker, code)
+        code, more = REPORT.unpack(report)
+        self._answer(worker, None)
         if more and self.accepting and not self.stopping:
             self.idle.append(pid)
         else:
             self._retire(worker)
 
-    def _answer(self, worker: Worker, code: int) -> None:
-        """The job's exit status, and its connection and stderr closed."""
+    def _answer(self, worker: Worker, code: int | None) -> None:
+        """The job's exit status (None: the worker sent it), and its connection and stderr closed."""
         if worker.connection is None:
             return
         os.close(worker.stderr)
         try:
-            worker.connection.send(EXIT_STATUS.pack(code))
+            if code is not None:
+                worker.connection.send(EXIT_STATUS.pack(code))
         except OSError:
             pass  # the job has gone
         try:
@@ -415,7 +316,7 @@ class Server:
             code = 1
             try:
                 channel.close()
-                code = _worker(self, server_pid, worker_end, connection, request, fds)
+                code = work(self, server_pid, worker_end, connection, request, fds)
             except BaseException:
                 try:
                     import traceback
@@ -470,147 +371,6 @@ class Server:
             except ProcessLookupError:
                 pass
         self._stop_accepting()
-
-
-def _die_with_server(server_pid: int) -> bool:
-    """PR_SET_PDEATHSIG: SIGKILL when the server is gone (Linux), then
-    whether it is still there (it may have gone before the call)."""
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
-        return False
-    return os.getppid() == server_pid
-
-
-def _worker(server: Server, server_pid: int, channel: socket.socket, connection: socket.socket, request: dict,
-            fds: list[int]) -> int:
-    """In the fork: tied to the server, rid of the server's descriptors; then
-    the job it was forked for, and each job the server sends after it (a
-    request with its connection, stdout and stderr) until it has served
-    ``server.worker_runs``, a run ended in an unexpected exception, or the
-    server closes the socket."""
-    if not _die_with_server(server_pid):
-        return 1  # the server is gone and said nothing: the job runs in its own process
-    signal.set_wakeup_fd(-1)
-    for number in (signal.SIGCHLD, signal.SIGTERM):
-        signal.signal(number, signal.SIG_DFL)
-    server.selector.close()
-    _close(server.wake_read, server.wake_write)
-    server.listener.close()
-    for other in [*server.waiting, *(worker.connection for worker in server.children.values()
-                                     if worker.connection is not None)]:
-        other.close()
-    for worker in server.children.values():  # else a retired worker would never see its socket close
-        worker.channel.close()
-        _close(worker.stderr)
-    from .. import cli
-
-    runs = 0
-    while True:
-        code, reusable = _run_job(connection, request, fds, cli)
-        runs += 1
-        more = reusable and runs < server.worker_runs
-        channel.send(_REPORT.pack(code, more))
-        if not more:
-            return code
-        try:
-            message, fds, _, _ = socket.recv_fds(channel, REQUEST_LIMIT, 3)
-        except OSError:
-            return 0
-        if not message or len(fds) != 3:  # the server closed the socket: no more jobs
-            _close(*fds)
-            return 0
-        connection = socket.socket(fileno=fds[0])
-        fds, request = fds[1:], json.loads(message)
-        cli.run_cpu_origin = time.process_time()  # the run's CPU, not the worker's so far
-
-
-def _run_job(connection: socket.socket, request: dict, fds: list[int], cli) -> tuple[int, bool]:
-    """One job in the worker: the job's stdio, folder, umask and environment;
-    STARTED; `cqb run` as in a process of its own; then the job's stdio let
-    go. Its exit code, and whether the worker may take another."""
-    import warnings
-
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a `cqb run` of its own
-    null = os.open(os.devnull, os.O_RDWR)
-    os.dup2(null, 0)
-    for target, fd in zip((1, 2), fds):
-        os.dup2(fd, target)
-        os.close(fd)
-    try:
-        os.chdir(request["cwd"])
-        os.umask(request["umask"])  # the job's, so its run file gets the job's mode
-        _use_environment(request["env"])
-    except OSError as error:  # nothing ran yet: the job runs in its own process
-        connection.send(REFUSED + f"cannot enter the job's folder: {error}".encode())
-        connection.close()
-        _release_stdio(null)
-        return 1, True
-    connection.send(STARTED)
-    connection.close()
-    reusable = True
-    try:
-        # the filters as the run found them, and a warning shown again in each run's log
-        with warnings.catch_warnings():
-            code = cli.main(list(request["argv"]))
-    except SystemExit as exit:  # as the interpreter ends a `cqb run` of its own
-        code = _exit_code(exit)
-    except KeyboardInterrupt:  # as the interpreter does: the traceback, then death by SIGINT
-        import traceback
-
-        traceback.print_exc()
-        _flush()
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGINT)
-        code = 130
-    except BaseException:
-        import traceback
-
-        traceback.print_exc()
-        code, reusable = 1, False  # what it left behind is unknown: no run after it here
-    _flush()
-    _release_stdio(null)
-    return (code if isinstance(code, int) else 0), reusable
-
-
-def _release_stdio(null: int) -> None:
-    """The job's stdout and stderr closed in the worker (a pipe's reader sees
-    its end), /dev/null in their place."""
-    for target in (1, 2):
-        os.dup2(null, target)
-    os.close(null)
-
-
-def _flush() -> None:
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except OSError:
-        pass
-
-
-def _exit_code(exit: SystemExit) -> int:
-    """What Python does with an uncaught SystemExit: None is 0, an integer
-    itself, anything else printed to stderr and 1."""
-    if exit.code is None:
-        return 0
-    if isinstance(exit.code, int):
-        return exit.code
-    print(exit.code, file=sys.stderr)
-    return 1
-
-
-def _use_environment(env: dict) -> None:
-    """The job's environment in place of the server's, setting only what
-    differs: the two are mostly the same (both inherit Snakemake's), and
-    every variable set or dropped copies pages of the preloaded heap."""
-    env = {name: value for name, value in env.items() if name != RUN_SERVER_VARIABLE}  # the child runs it
-    for name in [name for name in os.environ if name not in env]:
-        del os.environ[name]
-    for name, value in env.items():
-        if os.environ.get(name) != value:
-            os.environ[name] = value
 
 
 def remove(paths) -> None:
