@@ -49,7 +49,7 @@ def test_every_file_gives_the_same_floors():
     pyproject = pyproject_floors()
     assert set(pyproject) == {"snakemake", "snakemake-executor-plugin-slurm", "snakemake-logger-plugin-rich"}
     assert environment_floors() == pyproject
-    min_version = re.search(r'min_version\("([0-9.]+)"\)', (REPO / "Snakefile").read_text()).group(1)
+    min_version = re.search(r'min_version\("([0-9.]+)"\)', (REPO / "workflow" / "Snakefile").read_text()).group(1)
     assert Version(min_version) == Version(pyproject["snakemake"])
     slurm_header = re.search(r"snakemake-executor-plugin-slurm >= ([0-9.]+)",
                              (REPO / "profiles/slurm/config.yaml").read_text()).group(1)
