@@ -40,7 +40,7 @@ class BuildCoreAndJobClient(build_ext):
 
     def run(self):
         super().run()
-        from distutils.errors import CCompilerError, DistutilsError
+        from setuptools.errors import BaseError as DistutilsError, CCompilerError
 
         # where the extension's package lands: the source tree for an editable install
         sim_folder = Path(self.get_ext_fullpath("cqb.sim._core")).parent
