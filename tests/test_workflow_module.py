@@ -31,7 +31,7 @@ PARSE_PROBE = textwrap.dedent("""
 
     with open("parse_probe.json", "w") as _probe:
         _probe_json.dump({"module": IS_MODULE, "run_server": config["execution"]["run_server"],
-                          "basedir": str(WORKFLOW_ROOT)}, _probe)
+                          "basedir": str(WORKFLOW_ROOT), "report": str(workflow.report_text)}, _probe)
     """)
 
 
@@ -56,7 +56,8 @@ def test_both_entry_points_load_the_same_main_workflow(tmp_path):
         process = snakemake(copy, *entry, "-n", "fig2", "--configfile", "config/smoke.yaml")
         assert "Using workflow specific profile profiles/default" in process.stderr, process.stderr[-2000:]
         probe = json.loads((copy / "parse_probe.json").read_text())
-        assert probe == {"module": False, "run_server": True, "basedir": str(copy.resolve())}, (entry, probe)
+        assert probe == {"module": False, "run_server": True, "basedir": str(copy.resolve()),
+                         "report": str(copy.resolve() / "workflow" / "report" / "workflow.rst")}, (entry, probe)
         plans[" ".join(entry) or "root"] = planned_jobs(process.stdout)
     assert plans["root"]["simulate"] > 0 and plans["root"] == plans["-s workflow/Snakefile"], plans
 
