@@ -53,7 +53,7 @@ class BuildCoreAndJobClient(build_ext):
 
     def run(self):
         super().run()
-        from distutils.errors import CCompilerError, DistutilsError
+        from setuptools.errors import BaseError as DistutilsError, CCompilerError
 
         # where the extensions' package lands: the source tree for an editable install. The
         # record, one hash of every kernel's sources, lets cqb refuse a build older than them.

@@ -1,6 +1,8 @@
-"""Snakemake script: place the MNIST archives for torchvision, which checks their MD5s and extracts them.
+"""Snakemake script: place the MNIST archives (SHA-256 checked) and extract them
+with the MNIST reader this environment has (torchvision, which also checks their
+MD5s, or numpy without PyTorch: cqb.data.mnist_reader).
 
-params.root: the torchvision root (archives land in <root>/MNIST/raw/).
+params.root: the archives' root (they land in <root>/MNIST/raw/).
 params.dataset, params.sha256: as in fetch_dataset.py.
 """
 
@@ -16,12 +18,12 @@ started = time.perf_counter()
 files, mirror = file_sources(snakemake.config["data"], snakemake.params.dataset, snakemake.params.sha256)
 logging.info("mirror: %s", mirror_file_path(mirror, "") or "none (download)")
 try:
-    train = fetch_mnist(snakemake.params.root, files, mirror_dir=mirror)
-except FetchError as error:
+    reader = fetch_mnist(snakemake.params.root, files, mirror_dir=mirror)
+except (FetchError, ValueError) as error:
     logging.error("%s", error)
     sys.exit(f"fetch_mnist: {error}")
-logging.info("torchvision parsed %d training images", len(train))
+logging.info("extracted by the %s reader", reader)
 missing = [p for p in snakemake.output if not Path(p).is_file()]
 if missing:
-    sys.exit(f"fetch_mnist: torchvision did not produce {missing}")
+    sys.exit(f"fetch_mnist: the {reader} reader did not produce {missing}")
 logging.info("done in %.2f s", time.perf_counter() - started)

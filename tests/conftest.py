@@ -32,6 +32,7 @@ LONGEST_FILES_FIRST = (
     "test_workflow_fig7.py",
     "test_workflow_candidates.py",
     "test_workflow_data.py",
+    "test_mnist_readers.py",
     "test_workflow_traces.py",
     "test_jobs_faults.py",
     "test_workflow_module.py",

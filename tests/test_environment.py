@@ -1,5 +1,6 @@
-"""environment.yml (conda) and requirements.txt (pip) list the same packages; each
-per-rule env (workflow/envs/) installs what its rule imports, the cqb package included."""
+"""environment.yml and every per-rule env (workflow/envs/, conda) pin the versions
+requirements.txt pins (pip); requirements-light.txt is the same less PyTorch; each
+per-rule env installs what its rule imports, the cqb package included."""
 
 from __future__ import annotations
 
@@ -15,9 +16,13 @@ from packaging.requirements import Requirement
 
 from conftest import REPO
 
-# Entries that are not packages of the pipeline (the interpreter, the installer, the
-# project itself, the C compiler that builds cqb.sim._kernel: pip users have the system's).
-NOT_PACKAGES = {"python", "pip", "-e .", "c-compiler"}
+# Entries that are not packages of the pipeline (the interpreter, the installer and the
+# build backend, the project itself, the C compiler that builds cqb.sim._core: pip users
+# have the system's).
+NOT_PACKAGES = {"python", "pip", "setuptools", "-e .", "c-compiler"}
+# What the light install leaves out: the mnist extra (numpy reads MNIST instead).
+PYTORCH = {"torch", "torchvision"}
+CONDA_FILES = [REPO / "environment.yml"] + sorted((REPO / "workflow" / "envs").glob("*.yaml"))
 
 
 def package_name(requirement: str) -> str:
@@ -26,25 +31,69 @@ def package_name(requirement: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def conda_entries(path: Path) -> list[str]:
+    """Every dependency line of a conda env file, its pip section's included."""
+    entries = []
+    for entry in yaml.safe_load(path.read_text())["dependencies"]:
+        entries += entry.get("pip", []) if isinstance(entry, dict) else [entry]
+    return [entry.strip() for entry in entries]
+
+
 def conda_packages() -> set[str]:
-    environment = yaml.safe_load((REPO / "environment.yml").read_text())
-    names = set()
-    for entry in environment["dependencies"]:
-        if isinstance(entry, dict):
-            names |= {package_name(e) for e in entry.get("pip", []) if e.strip() not in NOT_PACKAGES}
-        elif package_name(entry) not in NOT_PACKAGES:
-            names.add(package_name(entry))
-    return names
+    entries = conda_entries(REPO / "environment.yml")
+    return {package_name(e) for e in entries if not e.startswith("-")} - NOT_PACKAGES
 
 
-def pip_requirements() -> dict[str, str]:
-    lines = [line.split("#")[0].strip() for line in (REPO / "requirements.txt").read_text().splitlines()]
-    return {package_name(line): line for line in lines if line}
+def pip_requirements(path: Path = REPO / "requirements.txt") -> dict[str, str]:
+    """{package: its line} of a requirements file, following its `-r` includes."""
+    found = {}
+    for line in path.read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if line.startswith("-r "):
+            found |= pip_requirements(path.parent / line[3:].strip())
+        elif line:
+            found[package_name(line)] = line
+    return found
+
+
+def pinned_version(line: str) -> str | None:
+    """'numpy==2.4.6', 'numpy ==2.4.6' (conda) → '2.4.6'; None when not pinned exactly."""
+    match = re.fullmatch(r"[\w.-]+\s*==\s*([\w.+!-]+)", line.strip())
+    return match.group(1) if match else None
 
 
 def test_same_packages():
     conda, pip = conda_packages(), set(pip_requirements())
     assert conda == pip, f"only in environment.yml: {sorted(conda - pip)}; only in requirements.txt: {sorted(pip - conda)}"
+
+
+@pytest.mark.parametrize("path", CONDA_FILES, ids=lambda path: path.name)
+def test_conda_files_pin_the_versions_requirements_pins(path):
+    pinned = pip_requirements()
+    for entry in conda_entries(path):
+        name = package_name(entry)
+        if name in NOT_PACKAGES or entry.startswith("-"):
+            continue
+        assert name in pinned, f"{path.name}: {entry} is not in requirements.txt"
+        assert pinned_version(entry) == pinned_version(pinned[name]), f"{path.name}: {entry} vs {pinned[name]}"
+
+
+def test_conda_files_use_the_python_and_build_floor_of_pyproject():
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    python = Requirement("python" + pyproject["project"]["requires-python"]).specifier
+    backend = next(Requirement(r) for r in pyproject["build-system"]["requires"] if r.startswith("setuptools"))
+    for path in CONDA_FILES:
+        entries = {package_name(e): e for e in conda_entries(path)}
+        version = entries["python"].split("=")[-1].strip()
+        assert python.contains(version), f"{path.name}: python {version} vs requires-python {python}"
+        assert Requirement(entries["setuptools"].replace(" ", "")).specifier == backend.specifier, path.name
+
+
+def test_the_light_install_is_the_default_less_pytorch():
+    full, light = pip_requirements(), pip_requirements(REPO / "requirements-light.txt")
+    assert set(full) - set(light) == PYTORCH and all(full[name] == light[name] for name in light)
+    mnist = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["mnist"]
+    assert {package_name(r): r for r in mnist} == {name: full[name] for name in PYTORCH}
 
 
 def test_requirements_cover_the_package_dependencies():
@@ -63,7 +112,7 @@ def test_requirements_cover_the_package_dependencies():
 
 
 def test_requirements_are_pinned():
-    unpinned = [line for line in pip_requirements().values() if "==" not in line]
+    unpinned = [line for line in pip_requirements().values() if pinned_version(line) is None]
     assert not unpinned, unpinned
 
 

@@ -1,6 +1,7 @@
 """The declared versions are true: every file gives the same floors
-(the Snakefile's min_version, pyproject.toml, environment.yml, the Slurm
-profile's header), the installed versions meet them, and every key of every
+(workflow/Snakefile's min_version, pyproject.toml, the Slurm profile's header),
+the pinned versions (requirements.txt, environment.yml) and the installed ones
+meet them, and every key of every
 profile, the commented-out ones included, is an option of the installed
 Snakemake (plugins' options included)."""
 
@@ -16,6 +17,7 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 
 from conftest import REPO
+from test_environment import conda_entries, package_name, pinned_version, pip_requirements
 
 PROFILES = sorted((REPO / "profiles").glob("*/config.yaml"))
 # a key a reader may uncomment: `# key: value` at the start of a line
@@ -38,30 +40,23 @@ def pyproject_floors() -> dict[str, str]:
                      ["pipeline"])
 
 
-def environment_floors() -> dict[str, str]:
-    entries = []
-    for entry in yaml.safe_load((REPO / "environment.yml").read_text())["dependencies"]:
-        entries += entry.get("pip", []) if isinstance(entry, dict) else [entry]
-    return floors_of([e for e in entries if e.startswith("snakemake")])
-
-
 def test_every_file_gives_the_same_floors():
     pyproject = pyproject_floors()
-    assert set(pyproject) == {"snakemake", "snakemake-executor-plugin-slurm", "snakemake-logger-plugin-rich"}
-    assert environment_floors() == pyproject
-    min_version = re.search(r'min_version\("([0-9.]+)"\)', (REPO / "Snakefile").read_text()).group(1)
+    assert set(pyproject) == {"snakemake", "snakemake-executor-plugin-slurm", "snakemake-logger-plugin-rich", "rich"}
+    min_version = re.search(r'min_version\("([0-9.]+)"\)', (REPO / "workflow" / "Snakefile").read_text()).group(1)
     assert Version(min_version) == Version(pyproject["snakemake"])
     slurm_header = re.search(r"snakemake-executor-plugin-slurm >= ([0-9.]+)",
                              (REPO / "profiles/slurm/config.yaml").read_text()).group(1)
     assert Version(slurm_header) == Version(pyproject["snakemake-executor-plugin-slurm"])
 
 
-@pytest.mark.parametrize("package", ["snakemake", "snakemake-executor-plugin-slurm", "snakemake-logger-plugin-rich"])
+@pytest.mark.parametrize("package", ["snakemake", "snakemake-executor-plugin-slurm", "snakemake-logger-plugin-rich",
+                                     "rich"])
 def test_the_installed_and_pinned_versions_meet_the_floors(package):
     floor = Version(pyproject_floors()[package])
-    pinned = next(line.split("==")[1].strip() for line in (REPO / "requirements.txt").read_text().splitlines()
-                  if line.startswith(f"{package}=="))
-    assert Version(version(package)) >= floor and Version(pinned) >= floor
+    pinned = pinned_version(pip_requirements()[package])
+    conda = next(pinned_version(e) for e in conda_entries(REPO / "environment.yml") if package_name(e) == package)
+    assert Version(version(package)) >= floor and Version(pinned) >= floor and Version(conda) >= floor
 
 
 def snakemake_options() -> set[str]:

@@ -24,8 +24,10 @@ except ImportError as error:  # the package must be installed: pip install -e .
 # This workflow's own folder (the repository root): `workflow.basedir` is the
 # main Snakefile's, which is another workflow's when this one is a module.
 WORKFLOW_ROOT = Path(inspect.currentframe().f_code.co_filename).resolve().parents[2]
-# Included by another workflow (`module ... snakefile:`) rather than run itself.
-IS_MODULE = Path(workflow.main_snakefile).resolve() != WORKFLOW_ROOT / "Snakefile"
+# Included by another workflow (`module ... snakefile:`) rather than run itself
+# from either entry point: the top-level Snakefile or workflow/Snakefile (`-s`).
+ENTRY_POINTS = (WORKFLOW_ROOT / "Snakefile", WORKFLOW_ROOT / "workflow" / "Snakefile")
+IS_MODULE = Path(workflow.main_snakefile).resolve() not in ENTRY_POINTS
 
 
 def or_config_error(build, *args):

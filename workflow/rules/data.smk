@@ -2,8 +2,8 @@
 #
 # Final outputs: data/processed/{dataset}/instance.npz and report.json,
 # dataset in DATA_DATASETS. Heart Disease and Coupon (DATA_TABULAR) share one download rule
-# (a job per file) and one preprocess rule; MNIST has its own two, since torchvision
-# verifies, extracts and reads its archives. No target rule here, so the including Snakefile's
+# (a job per file) and one preprocess rule; MNIST has its own two, since its reader
+# (torchvision, or numpy without PyTorch: cqb.data.mnist_reader) extracts and reads its archives. No target rule here, so the including Snakefile's
 # first rule stays the default target. Paths are relative to the working directory (repo root).
 
 

@@ -10,7 +10,7 @@ DATA_RAW = DATA_CONFIG["raw_dir"]
 DATA_PROCESSED = DATA_CONFIG["processed_dir"]
 DATA_DATASETS = list(DATA_CONFIG["datasets"])
 # Datasets of plain files (fetched one by one, preprocessed from the files);
-# MNIST goes through torchvision and has its own rules.
+# MNIST goes through its reader (torchvision, or numpy) and has its own rules.
 DATA_TABULAR = [dataset for dataset in DATA_DATASETS if dataset != "mnist"]
 DATA_MNIST_ROOT = f"{DATA_RAW}/mnist"
 
@@ -43,7 +43,7 @@ def data_alternatives(values):
 
 DATA_TABULAR_FILES = [entry["name"] for dataset in DATA_TABULAR for entry in data_files(dataset)]
 DATA_MNIST_ARCHIVES = [f"{DATA_MNIST_ROOT}/MNIST/raw/{e['name']}" for e in data_files("mnist")]
-# torchvision extracts each archive next to it (name without .gz) and reads those.
+# Either reader extracts each archive next to it (name without .gz) and reads those.
 DATA_MNIST_EXTRACTED = [path[: -len(".gz")] for path in DATA_MNIST_ARCHIVES]
 
 

@@ -8,16 +8,22 @@ looks finished.
 
 from __future__ import annotations
 
+import gzip
 import http.client
 import os
 import shutil
 import urllib.request
 from pathlib import Path
 
+import numpy as np
+
 from ..io.files import CHUNK_BYTES, atomic_write, file_digest  # noqa: F401 (file_digest: part of this module's API)
 
-# torchvision looks for the archives under <root>/MNIST/raw/.
+# torchvision looks for the archives under <root>/MNIST/raw/ (the numpy reader too).
 MNIST_RAW_SUBDIR = Path("MNIST") / "raw"
+# Who extracts and reads MNIST's IDX files, after the same SHA-256 check: torchvision
+# (the default install) or numpy (the light install, requirements-light.txt).
+MNIST_READERS = ("torchvision", "numpy")
 
 _DOWNLOAD_TIMEOUT_SECONDS = 60
 
@@ -132,28 +138,64 @@ def file_sources(data_config: dict, dataset: str, checksums: dict[str, str]) -> 
     return chosen, data_config.get("mirror") or None
 
 
+def mnist_reader() -> str:
+    """The MNIST reader this environment has: torchvision where PyTorch is
+    installed (the default install), else numpy (the light install, without it)."""
+    try:
+        import torchvision.datasets  # noqa: F401  (heavy: imported only here and by the readers below)
+    except ImportError:
+        return "numpy"
+    return "torchvision"
+
+
+def read_idx(path: str | os.PathLike) -> np.ndarray:
+    """An IDX file (the MNIST format; gzipped or not) of unsigned bytes, read with numpy only."""
+    with open(path, "rb") as handle:
+        raw = handle.read()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] != 0x08:
+        raise ValueError(f"{path}: not an unsigned-byte IDX file (magic {raw[:4].hex()})")
+    n_dims = raw[3]
+    shape = tuple(int.from_bytes(raw[4 + 4 * i: 8 + 4 * i], "big") for i in range(n_dims))
+    data = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * n_dims)
+    if data.size != int(np.prod(shape)):
+        raise ValueError(f"{path}: header says shape {shape}, file holds {data.size} values")
+    return data.reshape(shape).copy()  # writable, as torchvision's arrays are
+
+
+def _extract(archive: Path) -> Path:
+    """Gunzip `archive` beside it (the name without .gz, as torchvision extracts it), atomically."""
+    extracted = archive.with_suffix("")
+    with atomic_write(extracted, suffix=".part") as temporary:
+        with gzip.open(archive, "rb") as source, open(temporary, "wb") as target:
+            shutil.copyfileobj(source, target, CHUNK_BYTES)
+        read_idx(temporary)  # a well-formed IDX file, or ValueError naming it
+    return extracted
+
+
 def fetch_mnist(
     root: str | os.PathLike,
     files: list[dict],
     mirror_dir: str | os.PathLike | None = None,
-):
-    """Place the four MNIST archives where torchvision expects them and let it verify and parse them.
+    reader: str | None = None,
+) -> str:
+    """Place the four MNIST archives under `root/MNIST/raw/` and extract them; returns the reader used.
 
     `files` are the config entries (config/datasets.yaml, data.datasets.mnist.files)
     with keys `name`, `url`, `sha256` and `mirror` (the path inside the mirror
-    folder). Each archive is
-    fetched (mirror copy or download, SHA-256 checked) into `root/MNIST/raw/`
-    and checked against the MD5 torchvision pins. Then
-    torchvision.datasets.MNIST(root, download=True) finds every archive
-    present and intact, so it does not touch the network: it only extracts
-    and parses them. Returns the training-set torchvision dataset.
+    folder). Each archive is fetched (mirror copy or download, SHA-256 checked).
+    `reader` (default: `mnist_reader()`) extracts them: "torchvision" checks
+    each against the MD5 torchvision pins, then torchvision.datasets.MNIST(root,
+    download=True) finds every archive present and intact, so it does not touch
+    the network: it only extracts and parses them. "numpy" gunzips them beside
+    the archives (the same bytes) and checks each IDX header.
     """
-    # torchvision is an optional, heavy dependency: import only here.
-    from torchvision.datasets import MNIST
-    from torchvision.datasets.utils import check_integrity
-
-    pinned_md5 = dict(MNIST.resources)
+    reader = reader or mnist_reader()
+    if reader not in MNIST_READERS:
+        raise ValueError(f"unknown MNIST reader {reader!r}; expected one of {MNIST_READERS}")
     raw_dir = Path(root) / MNIST_RAW_SUBDIR
+    archives = []
     for entry in files:
         dest = fetch_file(
             entry["url"],
@@ -161,24 +203,45 @@ def fetch_mnist(
             entry["sha256"],
             mirror_path=mirror_file_path(mirror_dir, entry.get("mirror", entry["name"])),
         )
-        md5 = pinned_md5.get(entry["name"])
+        # Drop a stale extraction so the reader re-extracts from the archive just verified.
+        if dest.with_suffix("").exists():
+            dest.with_suffix("").unlink()
+        archives.append(dest)
+    if reader == "numpy":
+        for archive in archives:
+            _extract(archive)
+        return reader
+    # torchvision is an optional, heavy dependency: import only here.
+    from torchvision.datasets import MNIST
+    from torchvision.datasets.utils import check_integrity
+
+    pinned_md5 = dict(MNIST.resources)
+    for dest in archives:
+        md5 = pinned_md5.get(dest.name)
         if md5 is None:
-            raise ValueError(f"{entry['name']} is not one of torchvision's MNIST archives {sorted(pinned_md5)}")
+            raise ValueError(f"{dest.name} is not one of torchvision's MNIST archives {sorted(pinned_md5)}")
         # Without this check torchvision would try to re-download a file whose MD5 differs.
         if not check_integrity(str(dest), md5):
             actual = file_digest(dest, "md5")
             os.unlink(dest)
             raise ChecksumError(dest.name, md5, actual, algorithm="md5")
-        # Drop a stale extraction so torchvision re-extracts from the archive just verified.
-        extracted = dest.with_suffix("")
-        if extracted.exists():
-            extracted.unlink()
     MNIST(str(root), train=False, download=True)
-    return MNIST(str(root), train=True, download=True)
+    MNIST(str(root), train=True, download=True)
+    return reader
 
 
-def load_mnist_arrays(root: str | os.PathLike, train: bool = True):
-    """Images (n×28×28 uint8) and labels (n int64) of an already-fetched MNIST via torchvision."""
+def load_mnist_arrays(root: str | os.PathLike, train: bool = True, reader: str | None = None):
+    """Images (n×28×28 uint8) and labels (n int64) of an already-fetched MNIST,
+    read by `reader` (default: `mnist_reader()`) from the extracted IDX files."""
+    reader = reader or mnist_reader()
+    if reader == "numpy":
+        raw_dir = Path(root) / MNIST_RAW_SUBDIR
+        split = "train" if train else "t10k"
+        images = read_idx(raw_dir / f"{split}-images-idx3-ubyte")
+        labels = read_idx(raw_dir / f"{split}-labels-idx1-ubyte").astype("int64")
+        return images, labels
+    if reader != "torchvision":
+        raise ValueError(f"unknown MNIST reader {reader!r}; expected one of {MNIST_READERS}")
     from torchvision.datasets import MNIST
 
     dataset = MNIST(str(root), train=train, download=False)

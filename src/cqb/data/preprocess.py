@@ -8,7 +8,6 @@ oversampling use scikit-learn / imbalanced-learn.
 
 from __future__ import annotations
 
-import gzip
 import os
 from dataclasses import dataclass, field
 
@@ -17,7 +16,7 @@ import pandas as pd
 from sklearn.compose import ColumnTransformer
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
-from cqb.data.fetch import file_digest
+from cqb.data.fetch import file_digest, read_idx
 
 # --- column layouts -----------------------------------------------------------
 
@@ -85,16 +84,7 @@ def input_checksums(paths) -> dict[str, str]:
 
 def read_idx_gz(path) -> np.ndarray:
     """Parse a gzipped IDX file (the MNIST format) with numpy only."""
-    with gzip.open(path, "rb") as handle:
-        raw = handle.read()
-    if raw[0] != 0 or raw[1] != 0 or raw[2] != 0x08:
-        raise ValueError(f"{path}: not an unsigned-byte IDX file (magic {raw[:4].hex()})")
-    n_dims = raw[3]
-    shape = tuple(int.from_bytes(raw[4 + 4 * i: 8 + 4 * i], "big") for i in range(n_dims))
-    data = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * n_dims)
-    if data.size != int(np.prod(shape)):
-        raise ValueError(f"{path}: header says shape {shape}, file holds {data.size} values")
-    return data.reshape(shape)
+    return read_idx(path)
 
 
 def preprocess_mnist(
@@ -322,7 +312,7 @@ def preprocess_dataset(dataset: str, raw_paths: list, params: dict, images=None,
     """Read the raw files of `dataset` and preprocess them with the config `params`.
 
     For MNIST pass the uint8 `images` and `labels` (the workflow reads them
-    with torchvision); `raw_paths` are then only checksummed for the report.
+    with cqb.data.load_mnist_arrays); `raw_paths` are then only checksummed for the report.
     """
     if dataset not in DATASETS:
         raise ValueError(f"unknown dataset {dataset!r}; expected one of {DATASETS}")

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from .. import __version__
 from ..analysis.formatting import format_number
 from ..io.files import atomic_write, atomic_write_text, file_digest
 
@@ -314,7 +315,20 @@ def publish(source: Path, destination: Path, readme: Path) -> list[str]:
     if (source / "report.html").exists():
         written += publish_report(source, destination)
     written += publish_candidates(source, destination)
+    written += sync_citation_version(readme.parent / "CITATION.cff", __version__)
     return written
+
+
+def sync_citation_version(citation: Path, version: str) -> list[str]:
+    """CITATION.cff's `version` set to the package's; [its path] if it changed."""
+    if not citation.exists():
+        return []
+    text = citation.read_text()
+    updated = re.sub(r'(?m)^version: .*$', f'version: "{version}"', text, count=1)
+    if updated == text:
+        return []
+    atomic_write_text(citation, updated)
+    return [str(citation)]
 
 
 def readme_summary(folder: Path, marks_folder: Path | None = None) -> str:
