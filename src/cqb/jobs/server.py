@@ -153,6 +153,7 @@ class Worker:
         self.channel = channel
         self.connection: socket.socket | None = None
         self.stderr = -1
+        self.job_gone = False  # killed because its job went (a Ctrl-C): the log says "interrupted"
 
 
 class Server:
@@ -232,6 +233,7 @@ class Server:
         else:  # a running job's connection: readable when the job has gone
             entry = self.children.get(key.data)
             if entry is not None and entry.connection is key.fileobj:  # not a connection closed in this batch
+                entry.job_gone = True
                 try:
                     os.kill(key.data, signal.SIGKILL)  # not yet reaped, so still our child
                 except ProcessLookupError:
@@ -457,8 +459,9 @@ class Server:
                     name = signal.Signals(-code).name
                 except ValueError:
                     name = str(-code)
+                ending = "interrupted: its job was stopped" if worker.job_gone else f"killed by signal {name}"
                 try:
-                    os.write(worker.stderr, f"cqb: the run was killed by signal {name}\n".encode())
+                    os.write(worker.stderr, f"cqb: the run was {ending}\n".encode())
                 except OSError:
                     pass
             self._answer(worker, code if code >= 0 else 128 - code)
