@@ -23,9 +23,9 @@ from test_workflow_candidates import job_counts
 
 DATASETS_MIRROR = REPO.parent / "shared" / "datasets"
 SUMMARY_LINE = re.compile(r"^ +([\d,]+) (?:checkpoint )?(\w+): (.+)$")
-# the smoke config's fig2 with runs long enough (about a second) to be caught mid-run
+# the smoke config's fig2 with runs long enough (a few tenths of a second) to be caught mid-run
 LONG_RUNS = ("--configfile", "config/smoke.yaml", "--config",
-             "experiments={synthetic_base: {horizon: 20000}, synthetic_slack: {horizon: 20000}}")
+             "experiments={synthetic_base: {horizon: 50000}, synthetic_slack: {horizon: 50000}}")
 RESULTS = Path("results/smoke")
 INTERRUPTED = re.compile(r"Interrupted: (\d+) jobs? stopped, (?:its|their) partial outputs removed\. "
                          r"Rerun the same command to continue\.")

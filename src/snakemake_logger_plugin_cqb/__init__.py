@@ -14,7 +14,7 @@ workflow's `onerror` does that, workflow/rules/execution.smk, and says so in
 a record carrying STOPPED_JOBS), and that the same command continues.
 
 A dry run (`-n`): Snakemake's job stats, then per rule how many jobs would
-run and why ("14387 simulate: missing output"), not every job; with `-p` (or
+run and why ("14,387 simulate: missing output"), not every job; with `-p` (or
 `--verbose`), Snakemake's own listing of every job with its reason and
 command. docs/pipeline.md shows the screens.
 """
