@@ -20,16 +20,18 @@ from cqb.sim.simulate import RunResult
 REPO = Path(__file__).resolve().parent.parent
 
 # The test files that run Snakemake end to end, the longest first (wall time
-# of each under `-n 2 --dist loadfile`, in this order: about 170, 270, 110, 90,
-# 60, 40, 20 and 6 s). Each file goes whole to one worker, in the order of the
-# collection; xdist's own reordering (by number of tests per file, turned off
-# in pyproject.toml) would start these few-test, long files last. The Slurm
+# of each under `-n 2 --dist loadfile`, in this order: about 170, 270, 110,
+# not yet timed (test_workflow_output.py), 90, 60, 40, 20 and 6 s). Each file
+# goes whole to one worker, in the order of the collection; xdist's own
+# reordering (by number of tests per file, turned off in pyproject.toml)
+# would start these few-test, long files last. The Slurm
 # file leads because most of it waits on the cluster, time the other worker's
 # runs can use. tests/test_suite_order.py keeps every slow file in this list.
 LONGEST_FILES_FIRST = (
     "test_workflow_slurm.py",
     "test_workflow.py",
     "test_workflow_fig7.py",
+    "test_workflow_output.py",
     "test_workflow_candidates.py",
     "test_workflow_data.py",
     "test_mnist_readers.py",

@@ -64,10 +64,13 @@ def test_a_plain_snakemake_uses_the_projects_profile(workflow_copy):
     process = snakemake(workflow_copy, "-n", "fig2", *SMOKE)
     assert ("Using workflow specific profile profiles/default for setting default command line arguments"
             in process.stderr), process.stderr[-2000:]
-    # and its settings apply: printshellcmds shows the jobs' commands
-    assert "run --instance-spec" in process.stdout
+    # and its settings apply: its logger's dry run counts the jobs per rule and
+    # reason instead of listing them; -p lists them with their commands
+    assert f"{FIG2_SMOKE_RUNS} simulate: missing output" in process.stdout and "run --instance-spec" not in process.stdout
+    listed = snakemake(workflow_copy, "-n", "-p", "fig2", *SMOKE)
+    assert listed.stdout.count(" run --instance-spec ") == FIG2_SMOKE_RUNS
     plain = snakemake(workflow_copy, "-n", "fig2", *SMOKE, "--workflow-profile", "none")
-    assert "Using workflow specific profile" not in plain.stderr and "run --instance-spec" not in plain.stdout
+    assert "Using workflow specific profile" not in plain.stderr and "simulate: missing output" not in plain.stdout
 
 
 def test_the_profiles_progress_display_is_short_and_the_commands_go_to_the_log(workflow_copy):
@@ -85,7 +88,7 @@ def test_the_profiles_progress_display_is_short_and_the_commands_go_to_the_log(w
 
 def test_dry_run_of_full_config_builds_every_figure(tmp_path):
     workdir = copy_workflow(tmp_path / "repo")
-    process = snakemake(workdir, "-n", "all", "--config", f"data={{mirror: {DATASETS_MIRROR}}}")
+    process = snakemake(workdir, "-n", "-p", "all", "--config", f"data={{mirror: {DATASETS_MIRROR}}}")  # every job
     output = process.stdout
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     for figure in config["figures"]:
@@ -411,7 +414,7 @@ def test_horizon_sweep_expands_to_one_run_set_per_horizon(workflow_copy):
     (workflow_copy / "config" / "sweep.yaml").write_text(
         "experiments: {rates_horizons: {seeds: 4, seeds_by_horizon: {500: 2},"
         " policies: [cqb_opt], sweep: {horizon: [250, 500, 750]}}}\n")
-    process = snakemake(workflow_copy, "-n", "regret_rates", "--configfile", "config/smoke.yaml",
+    process = snakemake(workflow_copy, "-n", "-p", "regret_rates", "--configfile", "config/smoke.yaml",
                         "config/sweep.yaml")
     outputs = [line.split("output: ", 1)[1] for line in process.stdout.splitlines() if "output: " in line]
     runs = [o for o in outputs if "/runs/synth_K5_" in o]  # (not the K = 9 panel's runs)

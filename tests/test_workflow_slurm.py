@@ -167,7 +167,7 @@ def test_smoke_run_on_slurm_matches_local_run(cluster, tmp_path):
 
 def first_run_file(workdir: Path, policy: str) -> str:
     """A run file of ``policy`` that the smoke fig2 needs (from a dry run)."""
-    dry = snakemake(workdir, "-n", "--forceall", "fig2", "--cores", "1", "--configfile", SMOKE_CONFIG)
+    dry = snakemake(workdir, "-n", "-p", "--forceall", "fig2", "--cores", "1", "--configfile", SMOKE_CONFIG)
     assert dry.returncode == 0, dry.stdout[-4000:]
     match = re.search(rf"output: (\S+/{policy}/seed\d+\.npz)", dry.stdout)
     assert match, f"no {policy} run in the dry run:\n{dry.stdout[-3000:]}"

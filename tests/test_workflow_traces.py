@@ -20,7 +20,7 @@ RUN = re.compile(r"output: (results/smoke/runs/([^/\s]+)/T(\d+)/([^/\s]+)/seed(\
 
 
 def _dry(workdir, *targets, forceall=True):
-    process = snakemake(workdir, "-n", *(["--forceall"] if forceall else []), *targets, "--cores", "1",
+    process = snakemake(workdir, "-n", "-p", *(["--forceall"] if forceall else []), *targets, "--cores", "1",
                         *SMOKE, *DATA)
     return process.stdout
 

@@ -1,10 +1,11 @@
 # What local runs add to Snakemake's own execution (docs/pipeline.md,
 # "Throughput"): `cqb` on the jobs' PATH, one sweep of the temporaries that
-# killed writes left among the run files, the run server that runs the
+# killed writes left among the run files and trace caches, the run server that runs the
 # simulate jobs (cqb.jobs, docs/jobs.md; execution.run_server) and the
 # scheduler's patches (cqb.pipeline.scheduling; execution.coalesce_rescheduling,
 # execution.defer_remaining_jobs, execution.memoize_shell_commands,
-# execution.memoize_signatures). Run as the main workflow, the switches
+# execution.memoize_signatures); after a Ctrl-C, the stopped jobs' outputs
+# removed (`onerror`). Run as the main workflow, the switches
 # default to on and start in `onstart`. Included as a module, Snakemake runs
 # no `onstart` of the module, and they default to off (load_config): a module
 # whose config turns one on gets it when the main process of a real run parses
@@ -91,22 +92,58 @@ def patch_scheduler():
             )
 
 
+def sweep_simulation_folders():
+    """Remove the temporaries killed writes left among the run files and the
+    trace caches; the run files' folder. Only while no job writes there."""
+    import os
+
+    from cqb.io.files import sweep_stale_temporaries
+
+    runs, traces = (os.path.abspath(os.path.join(config["results_dir"], name)) for name in ("runs", "traces"))
+    for folder in (runs, traces):
+        sweep_stale_temporaries(folder)
+    return runs
+
+
 def sweep_run_files():
-    """A local run removes the temporaries killed writes left among the run
-    files before any job starts, and tells its jobs so (they then skip the
-    listing of their output's folder, cqb.cli.remove_stale_temporaries). Not
-    under a cluster executor: a job of an earlier, killed Snakemake may still
-    be writing there."""
+    """A local run sweeps the simulation folders before any job starts, and
+    tells its jobs so (they then skip the listing of their output's folder,
+    cqb.cli.remove_stale_temporaries). Not under a cluster executor: a job of
+    an earlier, killed Snakemake may still be writing there."""
     import os
 
     from cqb.cli import STALE_SWEPT_VARIABLE
-    from cqb.io.files import sweep_stale_temporaries
 
     os.environ.pop(STALE_SWEPT_VARIABLE, None)  # an outer run's
     if workflow.local_exec:
-        runs = os.path.abspath(os.path.join(config["results_dir"], "runs"))
-        sweep_stale_temporaries(runs)
-        os.environ[STALE_SWEPT_VARIABLE] = runs
+        os.environ[STALE_SWEPT_VARIABLE] = sweep_simulation_folders()
+
+
+def remove_stopped_jobs_outputs():
+    """After a Ctrl-C, Snakemake returns with the jobs it started and did not
+    see end still listed as running (one may have written its output, but no
+    record says so): their outputs and records are removed, so that the same
+    command runs them again, and in a local run the simulation folders are
+    swept; the count goes to the log, with which the progress display ends.
+    Called once the run server has stopped: no worker writes any more."""
+    from snakemake.logging import logger
+    from cqb.io.files import remove_partial_output
+    from snakemake_logger_plugin_cqb import STOPPED_JOBS
+
+    stopped = list(getattr(getattr(workflow, "scheduler", None), "running", ()))
+    if not stopped:
+        return
+    for job in stopped:
+        for single in getattr(job, "jobs", [job]):  # a group's jobs, or the job
+            for path in single.output:
+                remove_partial_output(path)
+            workflow.persistence.cleanup(single)
+    if workflow.local_exec:
+        sweep_simulation_folders()
+    logger.warning(
+        f"stopped before the end: {len(stopped)} job(s), their outputs removed",
+        extra={STOPPED_JOBS: len(stopped)},
+    )
 
 
 def start_execution_helpers():
@@ -125,6 +162,7 @@ onsuccess:
 
 onerror:
     stop_run_server()
+    remove_stopped_jobs_outputs()
 
 
 if IS_MODULE and workflow.is_main_process and not workflow.output_settings.dryrun:

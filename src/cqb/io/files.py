@@ -1,7 +1,8 @@
 """Atomic outputs: a binary or pandas output through :func:`atomic_write`
 (a context manager giving the temporary path), a generated text output
 (Markdown, JSON, HTML) through :func:`atomic_write_text`, the temporaries
-that killed writes left (:func:`sweep_stale_temporaries`); and a file's
+that killed writes left (:func:`sweep_stale_temporaries`), a stopped job's
+output with them (:func:`remove_partial_output`); and a file's
 checksum (:func:`file_digest`), for the data's downloads and the results'
 provenance alike."""
 
@@ -35,6 +36,23 @@ def sweep_stale_temporaries(root: str | Path) -> int:
                     continue
                 removed += 1
     return removed
+
+
+def remove_partial_output(path: str | Path) -> None:
+    """Remove ``path`` and the temporaries of atomic writes to it (a job
+    stopped before Snakemake saw it end: its output may be complete, but no
+    record says so)."""
+    path = Path(path)
+    try:
+        names = os.listdir(path.parent)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    for name in names:
+        if name == path.name or (name.startswith(f".{path.name}.") and name.endswith(".tmp")):
+            try:
+                os.unlink(path.parent / name)
+            except (FileNotFoundError, IsADirectoryError):
+                pass
 
 
 CHUNK_BYTES = 1 << 20

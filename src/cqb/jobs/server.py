@@ -132,6 +132,7 @@ class Server:
                 # over, whose job has ended after it, not a killed job
                 self._read_report(key.data, entry)
             if entry is not None and entry.connection is key.fileobj:  # not a connection closed in this batch
+                entry.job_gone = True
                 try:
                     os.kill(key.data, signal.SIGKILL)  # not yet reaped, so still our child
                 except ProcessLookupError:
@@ -358,8 +359,9 @@ class Server:
                     name = signal.Signals(-code).name
                 except ValueError:
                     name = str(-code)
+                ending = "interrupted: its job was stopped" if worker.job_gone else f"killed by signal {name}"
                 try:
-                    os.write(worker.stderr, f"cqb: the run was killed by signal {name}\n".encode())
+                    os.write(worker.stderr, f"cqb: the run was {ending}\n".encode())
                 except OSError:
                     pass
             self._answer(worker, code if code >= 0 else 128 - code)

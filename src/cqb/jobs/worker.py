@@ -30,6 +30,7 @@ class Worker:
         self.channel = channel
         self.connection: socket.socket | None = None
         self.stderr = -1
+        self.job_gone = False  # killed because its job went (a Ctrl-C): the log says "interrupted"
 
 
 def preload() -> str:

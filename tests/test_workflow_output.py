@@ -1,0 +1,169 @@
+"""What the terminal shows through the profile's logger (snakemake_logger_plugin_cqb):
+a dry run's summary per rule and reason, and the one line a Ctrl-C ends with.
+
+The summary's and the line's wording without Snakemake; a real dry run of the
+whole workflow and a real SIGINT to a running one (slow).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, copy_workflow, snakemake
+from snakemake_logger_plugin_cqb import REASONS_HEADING, DryRunSummary, reason_words, stopped_line
+from test_workflow_candidates import job_counts
+
+DATASETS_MIRROR = REPO.parent / "shared" / "datasets"
+SUMMARY_LINE = re.compile(r"^ +([\d,]+) (?:checkpoint )?(\w+): (.+)$")
+# the smoke config's fig2 with runs long enough (a few tenths of a second) to be caught mid-run
+LONG_RUNS = ("--configfile", "config/smoke.yaml", "--config",
+             "experiments={synthetic_base: {horizon: 50000}, synthetic_slack: {horizon: 50000}}")
+RESULTS = Path("results/smoke")
+INTERRUPTED = re.compile(r"Interrupted: (\d+) jobs? stopped, (?:its|their) partial outputs removed\. "
+                         r"Rerun the same command to continue\.")
+
+
+def test_reasons_are_named_in_a_few_words_per_part():
+    # Snakemake's texts (snakemake.jobs.Reason.__str__), file lists included
+    assert reason_words("Missing output files: results/a.npz, results/b.npz") == ("missing output",)
+    assert reason_words("Missing output files: x.tsv; Input files updated by another job: a.npz, b.npz") == (
+        "missing output", "input updated by another job")
+    assert reason_words("Forced execution") == ("forced",)
+    assert reason_words("Params have changed since last execution: only in new: abc") == ("params changed",)
+    assert reason_words("Finished (was: Updated input files: a; Code has changed since last execution)") == (
+        "updated input", "code changed")
+    assert reason_words("Some reason of a later Snakemake: its files") == ("some reason of a later snakemake",)
+    assert reason_words("") == ("no reason given",)
+
+
+def test_the_summary_counts_jobs_per_rule_and_reason_in_the_job_stats_order():
+    summary = DryRunSummary()
+    for _ in range(14387):
+        summary.add("simulate", "Missing output files: results/runs/x.npz")
+    summary.add("simulate", "Forced execution")
+    summary.add("fig2", "Missing output files: figures/fig2.png; Input files updated by another job: a.tsv")
+    summary.add("powered_look", "Missing output files: look1.json", checkpoint=True)
+    summary.add("aggregate", "Missing output files: a.tsv")
+    assert summary.lines(["simulate", "aggregate", "powered_look"]) == [
+        "14,387 simulate: missing output",
+        "     1 simulate: forced",
+        "     1 aggregate: missing output",
+        "     1 checkpoint powered_look: missing output",
+        "     1 fig2: missing output, input updated by another job",  # not in the stats: as first seen
+    ]
+
+
+def test_the_interrupt_line_says_how_many_jobs_stopped_and_what_to_do():
+    assert stopped_line(3, True) == ("Interrupted: 3 jobs stopped, their partial outputs removed. "
+                                     "Rerun the same command to continue.")
+    assert INTERRUPTED.fullmatch(stopped_line(1, True)) and INTERRUPTED.fullmatch(stopped_line(2, True))
+    assert stopped_line(2, False) == "Interrupted: 2 jobs stopped. Rerun the same command to continue."
+    assert stopped_line(0, True) == "Interrupted: no job was running. Rerun the same command to continue."
+
+
+def summary_counts(output: str) -> dict[str, dict[str, int]]:
+    """rule → {reasons: jobs} from a dry run's summary."""
+    lines = output.splitlines()
+    counts: dict[str, dict[str, int]] = {}
+    for line in lines[lines.index(REASONS_HEADING) + 1:]:
+        match = SUMMARY_LINE.match(line)
+        if not match:
+            break
+        jobs, rule, reasons = match.groups()
+        counts.setdefault(rule, {})[reasons] = int(jobs.replace(",", ""))
+    return counts
+
+
+@pytest.mark.slow
+def test_a_forced_dry_run_of_the_whole_workflow_is_short_and_names_every_rule(tmp_path):
+    # 14,498 jobs: each job's listing with its command took 20.6 MB
+    workdir = copy_workflow(tmp_path / "repo")
+    process = snakemake(workdir, "-n", "--forceall", "--config", f"data={{mirror: {DATASETS_MIRROR}}}")
+    output = process.stdout + process.stderr
+    assert len(output.encode()) < 50_000, len(output.encode())
+    assert "run --instance-spec" not in output and "Reason:" not in output  # no job listed
+    stats = job_counts(process.stdout)
+    reasons = summary_counts(process.stdout)
+    assert stats["simulate"] > 10_000 and len(stats) > 20, stats
+    assert {rule: sum(jobs.values()) for rule, jobs in reasons.items()} == stats
+    assert all(set(jobs) == {"forced"} for jobs in reasons.values()), reasons
+    assert "checkpoint powered_look: forced" in process.stdout
+
+
+def simulate_logs(workdir: Path) -> list[Path]:
+    return sorted((workdir / RESULTS / "logs" / "simulate").rglob("*.log"))
+
+
+def run_file_of(workdir: Path, log: Path) -> Path:
+    relative = log.relative_to(workdir / RESULTS / "logs" / "simulate").with_suffix(".npz")
+    return workdir / RESULTS / "runs" / relative
+
+
+def a_run_in_flight(workdir: Path) -> bool:
+    """A simulate job has started its run (its log's first line) and written no run file."""
+    for log in simulate_logs(workdir):
+        try:
+            started = log.read_text().startswith("cqb ")
+        except FileNotFoundError:
+            continue
+        if started and not run_file_of(workdir, log).exists():
+            return True
+    return False
+
+
+def outputs(workdir: Path) -> dict[str, bytes]:
+    """The run files and the tables (the figures' images carry dates)."""
+    results = workdir / RESULTS
+    files = [*(results / "runs").rglob("*.npz"), *(results / "aggregate").glob("*.tsv"),
+             *(results / "figures").glob("*.tsv")]
+    return {str(path.relative_to(results)): path.read_bytes() for path in files}
+
+
+@pytest.mark.slow
+def test_a_ctrl_c_stops_the_jobs_in_one_line_and_the_same_command_continues(tmp_path):
+    workdir = copy_workflow(tmp_path / "interrupted")
+    args = ["fig2", "--cores", "2", *LONG_RUNS]
+    process = subprocess.Popen([sys.executable, "-m", "snakemake", *args], cwd=workdir, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not (len(list((workdir / RESULTS / "runs").rglob("*.npz"))) >= 2 and a_run_in_flight(workdir)):
+            assert process.poll() is None, "the run ended before it could be interrupted"
+            assert time.monotonic() < deadline, "no run in flight after five minutes"
+            time.sleep(0.02)
+        os.killpg(process.pid, signal.SIGINT)  # as a terminal's Ctrl-C: Snakemake and its jobs
+        output, _ = process.communicate(timeout=300)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    assert process.returncode != 0
+    lines = [line for line in output.splitlines() if line.strip()]
+    stopped = INTERRUPTED.fullmatch(lines[-1])
+    assert stopped and int(stopped.group(1)) >= 1, output[-3000:]
+    for shown in ("Failed", "Error in rule", "WorkflowError", "did not complete", "Traceback", "Interrupted:"):
+        assert shown not in "\n".join(lines[:-1]), output[-3000:]
+
+    # the runs stopped mid-way: "interrupted" in their logs, no run file, no temporary, no record
+    interrupted = [log for log in simulate_logs(workdir)
+                   if log.read_text().rstrip().endswith("cqb: the run was interrupted: its job was stopped")]
+    assert 1 <= len(interrupted) <= int(stopped.group(1))
+    assert not any("killed by signal" in log.read_text() for log in simulate_logs(workdir))
+    assert not any(run_file_of(workdir, log).exists() for log in interrupted)
+    assert not [path for path in (workdir / "results").rglob(".*") if path.is_file()]
+    assert not list((workdir / ".snakemake").glob("incomplete/*"))
+
+    snakemake(workdir, *args)  # the same command continues
+    uninterrupted = copy_workflow(tmp_path / "uninterrupted")
+    snakemake(uninterrupted, *args)
+    assert outputs(workdir).keys() == outputs(uninterrupted).keys() and len(outputs(workdir)) > 20
+    differing = [name for name, content in outputs(workdir).items() if outputs(uninterrupted)[name] != content]
+    assert not differing, differing
