@@ -200,3 +200,46 @@ def decisive(comparisons, upward: bool = True):
                 return min(chosen, key=lambda c: c.ci_high if wanted == FAILS else c.ci_low)
             return max(chosen, key=lambda c: c.ci_low if wanted == FAILS else c.ci_high)
     raise ValueError("no comparisons")
+
+
+# ------------------------------------------------------------------ the marks
+# A mark says what the alternatives (readings of a claim, cells of Figure 8)
+# decided, never what they failed to decide.
+AGREES, DEPENDS, UNDECIDED, NO_ALTERNATIVE = "robust", "dependent", "undecided", "no alternative"
+DECIDING = (HOLDS, FAILS, TIE)  # a verdict that says something about the effect
+
+
+def agreement(default_verdict: str, alternatives) -> tuple[str, int, int, list]:
+    """(category, deciding, affected, otherwise) of a claim from its default's
+    verdict (the primary reading, Figure 8's default column) and the verdicts
+    of the alternatives that change what it reads (name → verdict):
+
+    * ``undecided`` when the default decides nothing (not holds, does not
+      hold or a tie);
+    * ``dependent`` when some alternative decides otherwise (the opposite
+      direction, or a tie against a direction; ``otherwise`` names them);
+    * ``no alternative`` when none changes what the claim reads;
+    * ``undecided`` when most alternatives (more than half) decide nothing;
+    * ``robust`` else: the default decided and every alternative that decides agrees.
+
+    ``deciding`` of ``affected`` alternatives decide."""
+    verdicts = dict(alternatives)
+    deciding = sum(1 for v in verdicts.values() if v in DECIDING)
+    affected = len(verdicts)
+    otherwise = [name for name, v in verdicts.items() if v in DECIDING and v != default_verdict]
+    if default_verdict not in DECIDING:
+        return UNDECIDED, deciding, affected, []
+    if otherwise:
+        return DEPENDS, deciding, affected, otherwise
+    if affected == 0:
+        return NO_ALTERNATIVE, 0, 0, []
+    if 2 * (affected - deciding) > affected:
+        return UNDECIDED, deciding, affected, []
+    return AGREES, deciding, affected, []
+
+
+def policy_dependent(verdicts) -> bool:
+    """A claim's per-policy verdicts (policy → verdict) are all decided
+    (holds, does not hold, a tie) and not all the same."""
+    verdicts = list(dict(verdicts).values())
+    return len(verdicts) > 1 and all(v in DECIDING for v in verdicts) and len(set(verdicts)) > 1
