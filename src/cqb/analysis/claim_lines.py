@@ -67,7 +67,11 @@ def claims_design(specs: Sequence, margins: Mapping[str, float], sweep_params: M
 
 def read_design(path) -> dict:
     """claim → its design row (:func:`claims_design`) from its TSV."""
-    table = pd.read_csv(path, sep="\t", keep_default_na=False)
+    return design_of(pd.read_csv(path, sep="\t", keep_default_na=False))
+
+
+def design_of(table: pd.DataFrame) -> dict:
+    """claim → its design row of a :func:`claims_design` table."""
     return {row["claim"]: {**row, "upward": str(row["upward"]).lower() in ("true", "1"),
                            "threshold": float(row["threshold"]), "margin": float(row["margin"])}
             for row in table.to_dict("records")}

@@ -137,7 +137,9 @@ def readings_markdown(table: pd.DataFrame, header: str = "") -> str:
         lines.append(f"| `{row.claim}` | {name} | {row.metric} | {_interval(row.value, row.ci_low, row.ci_high)} | "
                      f"{100 * row.confidence:.4g}% | {row.n} | {row.verdict} | "
                      f"{reading_mark_text(row.mark, row.mark_deciding, row.mark_alternatives)} |")
-    lines += ["", "Why each reading:", ""]
+    lines += ["", "Each interval is at its row's level; a \"does not hold\" is decided on the Bonferroni level's "
+              "interval over the claim's comparisons (docs/verdicts.md, \"Combining comparisons\"), wider than the "
+              "one shown.", "", "Why each reading:", ""]
     lines += [f"- `{row.claim}`, {row.reading}: {row.why}" for row in table.itertuples() if row.why]
     return "\n".join(lines) + "\n"
 
@@ -197,9 +199,21 @@ def _interval(value, low, high):
     return f"{value:.3g} [{low:.3g}, {high:.3g}]" if math.isfinite(low) else f"{value:.3g}"
 
 
-def claims_markdown(table: pd.DataFrame, header: str = "") -> str:
-    """The claims table as Markdown: claim, figure, value [interval], verdict,
-    n; with the powered reading's columns beside them when the table has them."""
+def _used(verdict, value, low, high, confidence, detail, comparisons) -> str:
+    from .claim_lines import interval_text, verdict_interval
+
+    low, high, level, exact = verdict_interval(verdict, value, low, high, confidence, detail, comparisons)
+    return interval_text(value, low, high, level, exact), low, high
+
+
+def claims_markdown(table: pd.DataFrame, header: str = "", design: Mapping | None = None) -> str:
+    """The claims table as Markdown: claim, figure, value [interval] (level:
+    the interval the verdict used), verdict, n; with the powered reading's
+    columns beside them when the table has them, and its size against δ
+    (``design``: claim → kind, threshold, margin, side; claim_lines.claims_design)."""
+    from .claim_lines import comparisons_in, size_text
+
+    design = design or {}
     powered = "powered_verdict" in table.columns
     lines = [header] if header else []
     if powered:
@@ -215,22 +229,28 @@ def claims_markdown(table: pd.DataFrame, header: str = "") -> str:
     mark_head = " mark |" if marked else ""
     mark_rule = " --- |" if marked else ""
     if powered:
-        lines += ["| claim | figure | statistic | value [95% interval] | verdict | n seeds | "
-                  "powered: value [interval] | powered verdict | powered n (cap) |" + mark_head,
-                  "| --- | --- | --- | --- | --- | ---: | --- | --- | ---: |" + mark_rule]
+        lines += ["| claim | figure | statistic | value [interval] (level) | verdict | n seeds | "
+                  "powered: value [interval] (level) | powered verdict | size against δ | powered n (cap) |"
+                  + mark_head, "| --- | --- | --- | --- | --- | ---: | --- | --- | --- | ---: |" + mark_rule]
     else:
-        lines += ["| claim | figure | statistic | value [95% interval] | verdict | n seeds |" + mark_head,
+        lines += ["| claim | figure | statistic | value [interval] (level) | verdict | n seeds |" + mark_head,
                   "| --- | --- | --- | --- | --- | ---: |" + mark_rule]
     for row in table.itertuples():
-        line = (f"| {row.statement} | {row.figure} | {row.statistic} | "
-                f"{_interval(row.value, row.ci_low, row.ci_high)} | **{row.verdict}** | {row.n_seeds} |")
+        detail = row.detail if isinstance(row.detail, str) else ""
+        figures, _, _ = _used(row.verdict, row.value, row.ci_low, row.ci_high, 0.95, detail,
+                              max(1, len(detail.split("; "))))
+        line = (f"| {row.statement} | {row.figure} | {row.statistic} | {figures} | **{row.verdict}** | "
+                f"{row.n_seeds} |")
         if powered:
-            if isinstance(row.powered_verdict, str) and row.powered_verdict:
-                line += (f" {_interval(row.powered_value, row.powered_ci_low, row.powered_ci_high)} "
-                         f"({100 * row.powered_confidence:.4g}%) | **{row.powered_verdict}** | "
+            if isinstance(row.powered_verdict, str) and row.powered_verdict and row.powered_verdict != "nan":
+                used, low, high = _used(row.powered_verdict, row.powered_value, row.powered_ci_low,
+                                        row.powered_ci_high, row.powered_confidence, row.powered_detail,
+                                        comparisons_in(row.powered_detail))
+                line += (f" {used} | **{row.powered_verdict}** | "
+                         f"{size_text(row.powered_verdict, low, high, design.get(row.claim))} | "
                          f"{int(row.powered_n_seeds)} ({int(row.powered_cap)}) |")
             else:
-                line += " | | |"
+                line += " | | | |"
         if marked:
             line += f" {reading_mark_text(row.mark, getattr(row, 'mark_deciding', 0), getattr(row, 'mark_alternatives', 0))} |"
         lines.append(line)
@@ -245,7 +265,7 @@ def claims_markdown(table: pd.DataFrame, header: str = "") -> str:
     lines += [f"- `{row.claim}`: {row.detail}" for row in table.itertuples()]
     if powered:
         rows = [row for row in table.itertuples()
-                if isinstance(row.powered_verdict, str) and row.powered_verdict]
+                if isinstance(row.powered_verdict, str) and row.powered_verdict and row.powered_verdict != "nan"]
         lines += ["", "The powered reading (fresh seeds, looks with Bonferroni-split levels; "
                   "docs/verdicts.md): per claim the looks, the runs simulated, and every comparison "
                   "with the look that decided it:", ""]

@@ -42,7 +42,7 @@ def read_published(path: Path) -> pd.DataFrame:
 
 def rebuild(folder: Path, readme: Path, root: Path) -> list[str]:
     """Write every table-derived claims output in ``folder`` again (above)."""
-    from ..analysis.claim_lines import claims_design
+    from ..analysis.claim_lines import claims_design, design_of
     from ..analysis.claims import claims_markdown, readings_markdown, readings_table, with_marks, READINGS_HEADER
     from ..analysis.multiverse import claim_marks, render_markdown
     from .experiments import build_plan
@@ -70,7 +70,8 @@ def rebuild(folder: Path, readme: Path, root: Path) -> list[str]:
         written.append(str(path))
 
     sweeps = {name: curves[0].sweep_param for name, curves in plan.curves.items() if curves}
-    table("claims_design.tsv", claims_design(specs, config["claim_margins"], sweeps))
+    design = claims_design(specs, config["claim_margins"], sweeps)
+    table("claims_design.tsv", design)
     by_name = {spec.name: spec for spec in specs}
     old = read_published(folder / "claims_readings.tsv")
     readings = readings_table(old[[c for c in old.columns if not c.startswith("mark")]].to_dict("records"), by_name)
@@ -82,7 +83,7 @@ def rebuild(folder: Path, readme: Path, root: Path) -> list[str]:
     claims = with_marks(claims.drop(columns=[c for c in claims.columns if c.startswith("mark")]
                                     + ["by_construction"]), readings, by_construction)
     table("claims.tsv", claims)
-    text(folder / "claims.md", claims_markdown(claims))
+    text(folder / "claims.md", claims_markdown(claims, design=design_of(design)))
     marks = None
     if (folder / "fig8.tsv").exists():
         cells = read_published(folder / "fig8.tsv")
