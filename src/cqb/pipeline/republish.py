@@ -5,8 +5,8 @@ every derived file is written again from docs/results/'s own TSVs:
 
 * the readings marks (claims_readings.{tsv,md}) from the readings' verdicts;
 * the claims table's mark columns (claims.{tsv,md});
-* Figure 8's marks (fig8_marks.tsv, fig8.md and its block in docs/figures.md)
-  from its cells (fig8.tsv);
+* Figure 8's marks (fig8_marks.tsv, fig8.md and its block in docs/figures.md,
+  the figure, whose rows carry them) from its cells (fig8.tsv);
 * the claims' design (claims_design.tsv: the registry's kinds, thresholds and
   margins, refused unless the registry's hash is the one the tables record);
 * the README's summary block and the report page.
@@ -33,6 +33,20 @@ def _config(root: Path) -> dict:
     validate_config(config, yaml.safe_load((schemas / "config.schema.yaml").read_text()))
     validate_with_defaults(config, yaml.safe_load((schemas / "datasets.schema.yaml").read_text()))
     return config
+
+
+def _redraw_fig8(multiverse, cells, marks, folder: Path, title: str) -> str:
+    """Figure 8 drawn again with its marks (its rows carry them), shrunk as published."""
+    import tempfile
+
+    from ..figures.multiverse_plot import plot_multiverse
+    from .results import shrink_png
+
+    with tempfile.TemporaryDirectory() as scratch:
+        png = Path(scratch) / "fig8.png"
+        plot_multiverse(multiverse, cells, marks, Path(scratch) / "fig8.pdf", png, title)
+        shrink_png(png, folder / "fig8.png")
+    return str(folder / "fig8.png")
 
 
 def read_published(path: Path) -> pd.DataFrame:
@@ -90,7 +104,9 @@ def rebuild(folder: Path, readme: Path, root: Path) -> list[str]:
         old_marks = read_published(folder / "fig8_marks.tsv")
         marks = claim_marks(cells, dict(zip(old_marks["claim"], old_marks["by_construction"])))
         table("fig8_marks.tsv", marks)
-        text(folder / "fig8.md", render_markdown(multiverse_design(config, plan, specs), cells, marks))
+        multiverse = multiverse_design(config, plan, specs)
+        text(folder / "fig8.md", render_markdown(multiverse, cells, marks))
+        written.append(_redraw_fig8(multiverse, cells, marks, folder, config["multiverse"]["title"]))
         page = root / DOCS_BLOCKS[("fig8.md", "fig8")]
         text(page, splice(page.read_text(), "fig8", provenance_line(summary_record("fig8.md", folder)) + "\n\n"
                           + block_text("fig8.md", (folder / "fig8.md").read_text())))
