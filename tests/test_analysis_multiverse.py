@@ -225,7 +225,7 @@ def test_readme_table_carries_the_multiverse_mark_beside_the_readings_mark():
     marks = pd.DataFrame([{"claim": "c1", "mark": CHOICE_DEPENDENT, "opposite": "κ = 40", "deciding": 3,
                            "affected": 4}])
     text = claims_summary_markdown(claims, None, multiverse=marks)
-    assert "| readings mark | multiverse mark (Figure 8) |" in text
+    assert "| readings mark | multiverse (Figure 8) mark |" in text
     assert "| not registered | robust | choice-dependent (κ = 40) |" in text
     assert "multiverse" not in claims_summary_markdown(claims, None)
 

@@ -397,9 +397,11 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if args.command == "publish":
                 if args.rebuild:
+                    from .figures.multiverse_plot import redraw_published
                     from .pipeline.republish import rebuild
 
-                    written = rebuild(Path(args.dest), Path(args.readme), Path(args.readme).resolve().parent)
+                    written = rebuild(Path(args.dest), Path(args.readme), Path(args.readme).resolve().parent,
+                                      draw_fig8=redraw_published)
                 else:
                     written = results.publish(Path(args.source), Path(args.dest), Path(args.readme))
                 for path in written:

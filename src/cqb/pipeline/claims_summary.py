@@ -43,7 +43,7 @@ def _multiverse(marks: pd.DataFrame | None) -> dict:
 
 
 def _policy_names() -> dict:
-    from ..policies import registered_policies
+    from ..sim.policies.registry import registered_policies
 
     return {name: spec.display_name for name, spec in registered_policies().items()}
 
@@ -66,7 +66,7 @@ def claims_summary_markdown(claims: pd.DataFrame, powered: pd.DataFrame | None,
     confirmatory_of = {} if confirmatory is None else {row["claim"]: row for _, row in confirmatory.iterrows()}
     across = _multiverse(multiverse)
     names = _policy_names()
-    extra_head, extra_rule = (" multiverse mark (Figure 8) |", " --- |") if across else ("", "")
+    extra_head, extra_rule = (" multiverse (Figure 8) mark |", " --- |") if across else ("", "")
     lines = ["| the paper's claim | figure | verdict, value [interval] (level) | size against δ | replication | "
              "readings mark |" + extra_head + " n (cap) | at its N = 10 seeds |",
              "| --- | --- | --- | --- | --- | --- |" + extra_rule + " ---: | --- |"]

@@ -35,27 +35,16 @@ def _config(root: Path) -> dict:
     return config
 
 
-def _redraw_fig8(multiverse, cells, marks, folder: Path, title: str) -> str:
-    """Figure 8 drawn again with its marks (its rows carry them), shrunk as published."""
-    import tempfile
-
-    from ..figures.multiverse_plot import plot_multiverse
-    from .results import shrink_png
-
-    with tempfile.TemporaryDirectory() as scratch:
-        png = Path(scratch) / "fig8.png"
-        plot_multiverse(multiverse, cells, marks, Path(scratch) / "fig8.pdf", png, title)
-        shrink_png(png, folder / "fig8.png")
-    return str(folder / "fig8.png")
-
-
 def read_published(path: Path) -> pd.DataFrame:
     """A published TSV as the pipeline wrote it ("nan" missing, "" empty text)."""
     return pd.read_csv(path, sep="\t", keep_default_na=False, na_values=["nan"])
 
 
-def rebuild(folder: Path, readme: Path, root: Path) -> list[str]:
-    """Write every table-derived claims output in ``folder`` again (above)."""
+def rebuild(folder: Path, readme: Path, root: Path, draw_fig8=None) -> list[str]:
+    """Write every table-derived claims output in ``folder`` again (above);
+    ``draw_fig8(multiverse, cells, marks, folder, title)``, when given, draws
+    Figure 8 again and returns its path (the figures sit above this layer:
+    ``cqb.figures.multiverse_plot.redraw_published``)."""
     from ..analysis.claim_lines import claims_design, design_of
     from ..analysis.claims import claims_markdown, readings_markdown, readings_table, with_marks, READINGS_HEADER
     from ..analysis.multiverse import claim_marks, render_markdown
@@ -106,7 +95,8 @@ def rebuild(folder: Path, readme: Path, root: Path) -> list[str]:
         table("fig8_marks.tsv", marks)
         multiverse = multiverse_design(config, plan, specs)
         text(folder / "fig8.md", render_markdown(multiverse, cells, marks))
-        written.append(_redraw_fig8(multiverse, cells, marks, folder, config["multiverse"]["title"]))
+        if draw_fig8 is not None:
+            written.append(draw_fig8(multiverse, cells, marks, folder, config["multiverse"]["title"]))
         page = root / DOCS_BLOCKS[("fig8.md", "fig8")]
         text(page, splice(page.read_text(), "fig8", provenance_line(summary_record("fig8.md", folder)) + "\n\n"
                           + block_text("fig8.md", (folder / "fig8.md").read_text())))
