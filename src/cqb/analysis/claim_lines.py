@@ -220,7 +220,7 @@ def claim_sentence(statement: str, verdict_text: str, size: str, replication: st
     replication: not registered; readings: robust (…); reconstruction: robust (…)."."""
     parts = [f"*{statement}*: {verdict_text}"]
     if size and size != "–":
-        parts.append(f"size: {size}")
+        parts.append(size if size.startswith("size") else f"size: {size}")
     parts.append(f"replication: {replication}")
     parts.append(f"readings: {readings}")
     if multiverse is not None:

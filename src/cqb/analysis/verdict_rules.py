@@ -36,12 +36,9 @@ NO_MARGIN, NO_SIZE = "no margin (δ = 0)", ""
 SIZES = (BEYOND_MARGIN, WITHIN_NOT_EXCLUDED, NO_MARGIN, NO_SIZE)
 
 
-def interval_verdicts(low, high, threshold, margin=0.0, upward=True) -> np.ndarray:
-    """The verdict of each interval [low, high] (arrays; every argument
-    broadcasts): strictly on the claim's side of ``threshold`` (above when
-    ``upward``) → holds, strictly on the other → does not hold, straddling it
-    but inside threshold ± ``margin`` (δ > 0) → tie within δ, else (or with a
-    non-finite end) inconclusive."""
+def _sides(low, high, threshold, margin, upward):
+    """The arguments broadcast as arrays, with which intervals are finite,
+    strictly above and strictly below the threshold."""
     low, high, threshold, margin, upward = np.broadcast_arrays(
         np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64),
         np.asarray(threshold, dtype=np.float64), np.asarray(margin, dtype=np.float64),
@@ -49,6 +46,16 @@ def interval_verdicts(low, high, threshold, margin=0.0, upward=True) -> np.ndarr
     finite = np.isfinite(low) & np.isfinite(high)
     above = finite & (low > threshold)
     below = finite & ~above & (high < threshold)
+    return low, high, threshold, margin, upward, finite, above, below
+
+
+def interval_verdicts(low, high, threshold, margin=0.0, upward=True) -> np.ndarray:
+    """The verdict of each interval [low, high] (arrays; every argument
+    broadcasts): strictly on the claim's side of ``threshold`` (above when
+    ``upward``) → holds, strictly on the other → does not hold, straddling it
+    but inside threshold ± ``margin`` (δ > 0) → tie within δ, else (or with a
+    non-finite end) inconclusive."""
+    low, high, threshold, margin, upward, finite, above, below = _sides(low, high, threshold, margin, upward)
     tie = (finite & ~above & ~below & (margin > 0)
            & (threshold - margin < low) & (high < threshold + margin))
     out = np.full(low.shape, INCONCLUSIVE, dtype=object)
@@ -69,13 +76,7 @@ def size_against_margin(low, high, threshold, margin=0.0, upward=True) -> np.nda
     (accepted so that calls mirror :func:`interval_verdicts`) does not change it;
     call it with the interval the verdict used (the Bonferroni level's for
     "does not hold")."""
-    low, high, threshold, margin, _ = np.broadcast_arrays(
-        np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64),
-        np.asarray(threshold, dtype=np.float64), np.asarray(margin, dtype=np.float64),
-        np.asarray(upward, dtype=bool))
-    finite = np.isfinite(low) & np.isfinite(high)
-    above = finite & (low > threshold)
-    below = finite & ~above & (high < threshold)
+    low, high, threshold, margin, _, _, above, below = _sides(low, high, threshold, margin, upward)
     beyond = (above & (low > threshold + margin)) | (below & (high < threshold - margin))
     out = np.full(low.shape, NO_SIZE, dtype=object)
     out[above | below] = WITHIN_NOT_EXCLUDED
