@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from conftest import REPO
 from cqb.analysis.calibration import Shape, calibrate, null_values, simulate_procedure
 from cqb.analysis.claims import (BY_CONSTRUCTION, FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, READING_DEPENDENT,
                                  ROBUST, TIE, ClaimSpec, Reading, check_claim, combine, mean_interval,
@@ -133,6 +134,25 @@ def test_readings_are_evaluated_and_marked():
     assert reading_mark(spec, [r["verdict"] for r in rows]) == READING_DEPENDENT
     assert reading_mark(spec, [HOLDS, HOLDS]) == ROBUST
     assert reading_mark(ClaimSpec("s", "x", "ordered", "e", ("p",), by_construction="τ"), [HOLDS]) == BY_CONSTRUCTION
+
+
+def test_no_claim_is_marked_robust_by_readings_that_decide_nothing():
+    from cqb.analysis.claims import NO_ALTERNATIVE_READING, UNDECIDED_BY_READINGS, reading_agreement
+
+    spec = ClaimSpec("c", "x", "ordered", "e", ("p",))
+    assert reading_mark(spec, [INCONCLUSIVE, INCONCLUSIVE, INCONCLUSIVE]) == UNDECIDED_BY_READINGS  # dim_slower's
+    assert reading_mark(spec, [HOLDS, INCONCLUSIVE, INCONCLUSIVE]) == UNDECIDED_BY_READINGS
+    assert reading_agreement(spec, [HOLDS, HOLDS, INCONCLUSIVE]) == (ROBUST, 1, 2, [])
+    assert reading_agreement(spec, [TIE, HOLDS]) == (READING_DEPENDENT, 1, 1, [1])
+    assert reading_mark(spec, [HOLDS]) == NO_ALTERNATIVE_READING
+    # the published readings: robust only where the primary and at least half the alternatives decide
+    published = pd.read_csv(REPO / "docs" / "results" / "claims_readings.tsv", sep="\t", keep_default_na=False)
+    for claim, group in published.groupby("claim"):
+        primary = group[group["primary"].astype(str) == "True"].iloc[0]
+        if primary["mark"] == ROBUST:
+            assert primary["verdict"] in (HOLDS, FAILS, TIE), claim
+            others = group[group["primary"].astype(str) != "True"]
+            assert 2 * int(others["verdict"].isin((HOLDS, FAILS, TIE)).sum()) >= len(others) > 0, claim
 
 
 def test_an_alternative_may_not_override_what_a_reading_is_not():
