@@ -7,7 +7,8 @@ import pandas as pd
 
 from cqb import __version__
 from cqb.analysis.aggregate import write_table
-from cqb.analysis.claims import (HOLDS, FAILS, claims_markdown, claims_readings, evaluate_claims, per_policy_table,
+from cqb.analysis.claim_lines import claims_design, design_of
+from cqb.analysis.claims import (HOLDS, FAILS, READINGS_HEADER, claims_markdown, claims_readings, evaluate_claims, per_policy_table,
                                  readings_markdown, with_marks, with_powered)
 from cqb.sim.code_hash import simulation_code_hash
 from cqb.io.files import atomic_write_text
@@ -65,10 +66,10 @@ def main(smk):
                     smk.output.per_policy, smk.params.float_format)
         write_table(readings, smk.output.readings_tsv, smk.params.float_format)
         atomic_write_text(smk.output.readings_md, readings_markdown(
-            readings, f"{provenance_line(record)}\n\nEvery registered reading of every claim "
-            "(docs/verdicts.md, \"The claims registry\"): on the powered reading's runs where the claim has one, "
-            "else on the figures' seeds."))
-        atomic_write_text(smk.output.md, claims_markdown(table))
+            readings, f"{provenance_line(record)}\n\n{READINGS_HEADER}"))
+        design = claims_design(smk.params.specs, smk.params.margins, smk.params.sweeps)
+        write_table(design, smk.output.design, smk.params.float_format)
+        atomic_write_text(smk.output.md, claims_markdown(table, design=design_of(design)))
         curves = {name: read_curves_table(path) for name, path in zip(smk.params.curve_experiments, smk.input.curves)}
         text = [provenance_line(record), "",
                 results_summary(curves, smk.params.display_names, smk.params.descriptions)]

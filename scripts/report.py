@@ -7,7 +7,7 @@ import pandas as pd
 
 from cqb.io.files import atomic_write_text
 from cqb.pipeline.report import read_claims, read_multiverse_marks, report_html
-from cqb.pipeline.results import provenance_line
+from cqb.pipeline.results import provenance_line, readme_summary
 
 
 def main(smk):
@@ -19,8 +19,9 @@ def main(smk):
     multiverse = read_multiverse_marks(Path(smk.input.multiverse)) if smk.input.get("multiverse") else None
     per_policy = read_claims(Path(smk.input.per_policy)) if smk.input.get("per_policy") else None
     captions = Path(smk.input.captions[0]).parent if smk.input.captions else Path(smk.output[0]).parent
-    page = report_html(Path(smk.output[0]).parent, claims, powered, provenance, captions,
-                       calibration, multiverse=multiverse, per_policy=per_policy)
+    folder = Path(smk.output[0]).parent
+    page = report_html(folder, claims, powered, provenance, captions, calibration, multiverse=multiverse,
+                       per_policy=per_policy, summary=readme_summary(Path(smk.input.claims).parent))
     atomic_write_text(smk.output[0], page)
     with open(smk.log[0], "w") as log:
         print(f"{len(claims)} claims, {len(smk.input.figures)} figures -> {smk.output[0]}", file=log)

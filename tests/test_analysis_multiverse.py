@@ -11,10 +11,12 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from cqb.analysis.claims import FAILS, HOLDS, INCONCLUSIVE, ClaimSpec, check_claim
-from cqb.analysis.multiverse import (CHOICE_DEPENDENT, DEFAULT, ROBUST, Alternative, claim_mark, claim_marks,
-                                     evaluate_cells, render_markdown, run_curve)
+from cqb.analysis.claims import FAILS, HOLDS, INCONCLUSIVE, TIE, ClaimSpec, check_claim
+from cqb.analysis.multiverse import (CHOICE_DEPENDENT, DEFAULT, NO_CELL, ROBUST, UNDECIDED, Alternative, claim_mark,
+                                     claim_marks, evaluate_cells, mark_text, render_markdown, run_curve)
 from cqb.pipeline.experiments import instance_id
 from cqb.pipeline.multiverse_plan import multiverse_design, multiverse_runs
 from cqb.analysis.powered import powered_claims, powered_seeds
@@ -45,14 +47,47 @@ def design():
 # ---------------------------------------------------------------- the marking rule
 
 
-def test_mark_names_only_the_alternatives_opposite_to_the_default():
-    assert claim_mark(HOLDS, {"a": HOLDS, "b": INCONCLUSIVE}) == (ROBUST, [])
-    assert claim_mark(HOLDS, {"a": FAILS, "b": INCONCLUSIVE, "c": FAILS}) == (CHOICE_DEPENDENT, ["a", "c"])
-    assert claim_mark(FAILS, {"a": HOLDS}) == (CHOICE_DEPENDENT, ["a"])
-    # a non-directional default: robust unless two cells disagree in direction
-    assert claim_mark(INCONCLUSIVE, {"a": HOLDS, "b": HOLDS}) == (ROBUST, [])
-    assert claim_mark(INCONCLUSIVE, {"a": HOLDS, "b": FAILS, "c": HOLDS}) == (CHOICE_DEPENDENT, ["b"])
-    assert claim_mark(INCONCLUSIVE, {"a": "tie within δ", "b": INCONCLUSIVE}) == (ROBUST, [])
+def test_mark_says_what_the_affected_cells_decided():
+    assert claim_mark(HOLDS, {"a": HOLDS, "b": INCONCLUSIVE}) == (ROBUST, [], 1, 2)
+    assert claim_mark(HOLDS, {"a": FAILS, "b": INCONCLUSIVE, "c": FAILS}) == (CHOICE_DEPENDENT, ["a", "c"], 2, 3)
+    assert claim_mark(FAILS, {"a": HOLDS}) == (CHOICE_DEPENDENT, ["a"], 1, 1)
+    assert claim_mark(HOLDS, {"a": TIE}) == (CHOICE_DEPENDENT, ["a"], 1, 1)  # a tie against a direction
+    # an undecided default decides nothing, whatever the cells say
+    assert claim_mark(INCONCLUSIVE, {"a": HOLDS, "b": HOLDS})[0] == UNDECIDED
+    assert claim_mark(INCONCLUSIVE, {"a": HOLDS, "b": FAILS, "c": HOLDS})[0] == UNDECIDED
+    # most affected cells inconclusive: undecided, not robust; exactly half deciding is robust
+    assert claim_mark(HOLDS, {"a": HOLDS, "b": INCONCLUSIVE, "c": INCONCLUSIVE}) == (UNDECIDED, [], 1, 3)
+    assert claim_mark(HOLDS, {"a": HOLDS, "b": INCONCLUSIVE})[0] == ROBUST
+    assert claim_mark(HOLDS, {}) == (NO_CELL, [], 0, 0)
+    assert mark_text(ROBUST, "", 7, 9) == "robust (7/9 affected cells decide)"
+
+
+ALL_VERDICTS = st.sampled_from([HOLDS, FAILS, TIE, INCONCLUSIVE, "not testable at this T"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(default=ALL_VERDICTS, cells=st.dictionaries(st.text("abcdef", min_size=1, max_size=3), ALL_VERDICTS,
+                                                   max_size=8))
+def test_no_claim_is_marked_robust_from_inconclusive_cells(default, cells):
+    mark, named, deciding, affected = claim_mark(default, cells)
+    decided = [v for v in cells.values() if v in (HOLDS, FAILS, TIE)]
+    if mark == ROBUST:  # the default decided, at least half the affected cells decided, all alike
+        assert default in (HOLDS, FAILS, TIE) and 2 * len(decided) >= len(cells) > 0
+        assert all(v == default for v in decided)
+    if default not in (HOLDS, FAILS, TIE):
+        assert mark == UNDECIDED
+    assert deciding == len(decided) and affected == len(cells)
+    assert (mark == CHOICE_DEPENDENT) == bool(named) == (
+        default in (HOLDS, FAILS, TIE) and any(v != default for v in decided))
+
+
+def test_the_published_grid_marks_no_claim_robust_from_an_undecided_default():
+    marks = pd.read_csv(REPO / "docs" / "results" / "fig8_marks.tsv", sep="\t", keep_default_na=False)
+    for row in marks.itertuples():
+        if row.default_verdict == INCONCLUSIVE:
+            assert row.mark == UNDECIDED, row.claim
+        if row.mark == ROBUST:
+            assert 2 * int(row.deciding) >= int(row.affected) > 0, row.claim
 
 
 # ---------------------------------------------------------------- the registered design
@@ -187,10 +222,11 @@ def test_readme_table_carries_the_multiverse_mark_beside_the_readings_mark():
     claims = pd.DataFrame([{"claim": "c1", "figure": "fig2", "statement": "Claim one", "statistic": "s",
                             "value": 1.0, "ci_low": 0.5, "ci_high": 1.5, "verdict": HOLDS, "n_seeds": 10,
                             "mark": "robust"}])
-    marks = pd.DataFrame([{"claim": "c1", "mark": CHOICE_DEPENDENT, "opposite": "κ = 40"}])
+    marks = pd.DataFrame([{"claim": "c1", "mark": CHOICE_DEPENDENT, "opposite": "κ = 40", "deciding": 3,
+                           "affected": 4}])
     text = claims_summary_markdown(claims, None, multiverse=marks)
-    assert "| mark | multiverse (Figure 8) |" in text
-    assert "| **holds** | robust | choice-dependent (κ = 40) |" in text
+    assert "| readings mark | multiverse (Figure 8) mark |" in text
+    assert "| not registered | robust | choice-dependent (κ = 40) |" in text
     assert "multiverse" not in claims_summary_markdown(claims, None)
 
 

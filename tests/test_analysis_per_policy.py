@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from cqb.analysis.claims import (FAILS, HOLDS, INCONCLUSIVE, TIE, ClaimSpec, per_policy_rows, per_policy_table)
+from cqb.analysis.summaries import binomial_interval
 from cqb.errors import ConfigError
 from cqb.pipeline.confirmatory import confirmatory_claims, confirmatory_seeds
 
@@ -96,14 +97,46 @@ def test_the_readme_summary_gives_the_verdict_per_policy_without_counting_it():
         {"claim": "dim", "policy": "cqb_eps", "verdict": HOLDS, "source": "powered", "value": 0.6, "ci_low": 0.5,
          "ci_high": 0.7, "n_seeds": 160, "by_construction": "τ ∝ d³", "figures_verdict": HOLDS,
          "figures_value": 0.9, "figures_ci_low": 0.6, "figures_ci_high": 1.0},
-        {"claim": "dim", "policy": "cqb_opt", "verdict": TIE, "source": "confirmatory", "value": 0.45,
-         "ci_low": 0.38, "ci_high": 0.52, "n_seeds": 217, "by_construction": "", "figures_verdict": INCONCLUSIVE,
+        {"claim": "dim", "policy": "cqb_opt", "verdict": INCONCLUSIVE, "source": "confirmatory", "value": 0.45,
+         "ci_low": 0.38, "ci_high": 0.72, "n_seeds": 217, "by_construction": "", "figures_verdict": INCONCLUSIVE,
          "figures_value": 0.3, "figures_ci_low": 0.1, "figures_ci_high": 0.7}])
     text = claims_summary_markdown(claims, None, per_policy)
-    assert "primary readings: 1 inconclusive." in text  # the per-policy rows are not counted
-    assert "| ↳ for cqb_eps | fig3 | **holds** | by construction |" in text
-    assert "| ↳ for cqb_opt | fig3 | **tie within δ** | – | 0.45 [0.38, 0.52] | 217 (confirmatory) |" in text
+    # the per-policy rows are not counted; one policy undecided: no policy split
+    assert ("primary readings: 0 holds, 0 does not hold, 0 tie within δ, 0 policy-dependent, 1 inconclusive."
+            in text)
+    assert "| ↳ for CQB-ε (by construction) | fig3 | **holds** 0.6 [0.5, 0.7] (95 %) |" in text
+    assert "| ↳ for CQB-Opt | fig3 | **inconclusive** 0.45 [0.38, 0.72] (95 %) | – |" in text
     assert "↳" not in claims_summary_markdown(claims, None)
+
+
+def test_a_claim_whose_policies_decide_differently_is_policy_dependent_and_says_what_each_comparison_showed():
+    from cqb.pipeline.report import claims_summary_markdown
+
+    claims = pd.DataFrame([{"claim": "dim", "figure": "fig3", "statement": "Larger d converges slower",
+                            "statistic": "s", "value": 0.44, "ci_low": 0.34, "ci_high": 0.55,
+                            "verdict": INCONCLUSIVE, "n_seeds": 10, "mark": "robust", "detail": ""}])
+    confirmatory = pd.DataFrame([{"claim": "dim__cqb_opt", "confidence": 0.95,
+                                  "detail": "cqb_opt 5→10: 127/187 [0.61, 0.75] holds (n=217) [decided at n=217]; "
+                                            "cqb_opt 10→20: 68/174 [0.32, 0.47] does not hold (n=217) "
+                                            "[decided at n=217]"}])
+    per_policy = pd.DataFrame([
+        {"claim": "dim", "policy": "cqb_eps", "verdict": HOLDS, "source": "figures", "value": 0.6, "ci_low": 0.5,
+         "ci_high": 0.7, "n_seeds": 10, "by_construction": "", "figures_verdict": HOLDS,
+         "figures_value": 0.6, "figures_ci_low": 0.5, "figures_ci_high": 0.7, "detail": ""},
+        {"claim": "dim", "policy": "cqb_opt", "verdict": FAILS, "source": "confirmatory", "value": 68 / 174,
+         "ci_low": 0.318, "ci_high": 0.468, "n_seeds": 217, "by_construction": "", "figures_verdict": INCONCLUSIVE,
+         "figures_value": 0.3, "figures_ci_low": 0.1, "figures_ci_high": 0.7,
+         "detail": "cqb_opt 5→10: 127/187 [0.61, 0.75] holds (n=217); "
+                   "cqb_opt 10→20: 68/174 [0.32, 0.47] does not hold (n=217)"}])
+    design = {"dim": {"kind": "ordered", "threshold": 0.5, "margin": 0.15, "upward": True, "sweep_symbol": "d",
+                      "word": "slower"}}
+    text = claims_summary_markdown(claims, None, per_policy, design=design, confirmatory=confirmatory)
+    assert "0 holds, 0 does not hold, 0 tie within δ, 1 policy-dependent, 0 inconclusive." in text
+    assert "**policy-dependent**: holds for CQB-ε, does not hold for CQB-Opt (↳)" in text
+    # "does not hold" shows the interval it was decided on: Bonferroni over the study's 2 comparisons
+    low, high = binomial_interval(68, 174, 0.975)
+    assert (f"**does not hold** 0.391 [{low:.3g}, {high:.3g}] (97.5 %): slower from d = 5 to 10 (127/187 seeds); "
+            "not slower from 10 to 20 (68/174 seeds) | size within δ = 0.15 not excluded |") in text
 
 
 def test_the_readme_says_why_a_claim_stays_undecided_at_its_cap():
@@ -113,7 +146,8 @@ def test_the_readme_says_why_a_claim_stays_undecided_at_its_cap():
                             "statistic": "s", "value": 0.44, "ci_low": 0.34, "ci_high": 0.55,
                             "verdict": INCONCLUSIVE, "n_seeds": 10, "mark": "robust"}])
     powered = pd.DataFrame([{"claim": "dim", "verdict": INCONCLUSIVE, "value": 0.57, "ci_low": 0.46,
-                             "ci_high": 0.68, "n_seeds": 160, "cap": 160, "excluded": "effects excluded: x"}])
+                             "ci_high": 0.68, "n_seeds": 160, "cap": 160, "excluded": "effects excluded: x",
+                             "confidence": 0.9875, "detail": ""}])
     per_policy = pd.DataFrame([
         {"claim": "dim", "policy": "cqb_opt", "verdict": FAILS, "source": "confirmatory", "value": 0.39,
          "ci_low": 0.32, "ci_high": 0.47, "n_seeds": 217, "by_construction": "", "figures_verdict": INCONCLUSIVE,

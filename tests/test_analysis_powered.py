@@ -205,8 +205,9 @@ def test_claims_markdown_shows_both_readings_side_by_side():
     state = evaluate_look(claim, 0, runs_table({("a", ""): a, ("b", ""): a + np.arange(1, 11)}), None)
     table = with_powered(first, pd.DataFrame([powered_row(claim, state)]))
     text = claims_markdown(table)
-    assert "| powered: value [interval] | powered verdict | powered n (cap) |" in text
-    assert f"**{INCONCLUSIVE}** | 10 |" in text and f"**{HOLDS}** | 8 (8) |" in text
+    assert ("| powered: value [interval] (level) | powered verdict | size against δ | powered n (cap) |"
+            in text)
+    assert f"(95 %) | **{INCONCLUSIVE}** | 10 |" in text and f"4.5 [2.45, 6.55] (95 %) | **{HOLDS}** | – | 8 (8) |" in text
     assert "at the figures' seeds: 0 holds, 0 does not hold, 0 tie within δ, 1 inconclusive, 0 not testable at this T; powered: 1 holds" in text
     with pytest.raises(ValueError, match="not in the claims table"):
         with_powered(first, pd.DataFrame([dict(powered_row(claim, state), claim="other")]))

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from conftest import REPO
 from cqb.analysis.calibration import Shape, calibrate, null_values, simulate_procedure
 from cqb.analysis.claims import (BY_CONSTRUCTION, FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, READING_DEPENDENT,
                                  ROBUST, TIE, ClaimSpec, Reading, check_claim, combine, mean_interval,
@@ -135,6 +136,25 @@ def test_readings_are_evaluated_and_marked():
     assert reading_mark(ClaimSpec("s", "x", "ordered", "e", ("p",), by_construction="τ"), [HOLDS]) == BY_CONSTRUCTION
 
 
+def test_no_claim_is_marked_robust_by_readings_that_decide_nothing():
+    from cqb.analysis.claims import NO_ALTERNATIVE_READING, UNDECIDED_BY_READINGS, reading_agreement
+
+    spec = ClaimSpec("c", "x", "ordered", "e", ("p",))
+    assert reading_mark(spec, [INCONCLUSIVE, INCONCLUSIVE, INCONCLUSIVE]) == UNDECIDED_BY_READINGS  # dim_slower's
+    assert reading_mark(spec, [HOLDS, INCONCLUSIVE, INCONCLUSIVE]) == UNDECIDED_BY_READINGS
+    assert reading_agreement(spec, [HOLDS, HOLDS, INCONCLUSIVE]) == (ROBUST, 1, 2, [])
+    assert reading_agreement(spec, [TIE, HOLDS]) == (READING_DEPENDENT, 1, 1, [1])
+    assert reading_mark(spec, [HOLDS]) == NO_ALTERNATIVE_READING
+    # the published readings: robust only where the primary and at least half the alternatives decide
+    published = pd.read_csv(REPO / "docs" / "results" / "claims_readings.tsv", sep="\t", keep_default_na=False)
+    for claim, group in published.groupby("claim"):
+        primary = group[group["primary"].astype(str) == "True"].iloc[0]
+        if primary["mark"] == ROBUST:
+            assert primary["verdict"] in (HOLDS, FAILS, TIE), claim
+            others = group[group["primary"].astype(str) != "True"]
+            assert 2 * int(others["verdict"].isin((HOLDS, FAILS, TIE)).sum()) >= len(others) > 0, claim
+
+
 def test_an_alternative_may_not_override_what_a_reading_is_not():
     with pytest.raises(ValueError, match="cannot override"):
         ClaimSpec("c", "x", "converges", "e", ("p",), readings=(Reading("r", "w", (("policies", ("q",)),)),))
@@ -164,6 +184,37 @@ def test_calibration_power_counts_every_verdict_true_of_the_effect():
     assert effect["expected"] == f"{FAILS} or {TIE}"
     assert effect["power"] == pytest.approx(effect["does_not_hold"] + effect["tie"])
     assert effect["does_not_hold"] > 0.05 and effect["tie"] > 0.05  # both occur at this N
+
+
+def test_the_size_is_judged_on_the_interval_the_verdict_used_and_beyond_delta_rarely_errs_at_its_edge():
+    from cqb.analysis.calibration import edge_values, sequential_procedure
+    from cqb.analysis.summaries import binomial_interval
+    from cqb.analysis.verdict_rules import BEYOND_MARGIN, WITHIN_NOT_EXCLUDED, procedure_levels, size_label
+
+    shape = Shape("c", "ordered", "p", np.array([1.0] * 30 + [-1.0] * 70), 0.5, 0.15, True, 3)
+    # rows of 200 signs moving the claimed way 25 % of the time, then 27.5 % (the Bonferroni interval
+    # reaches into the band where the claim level's does not), 42 % (below 1/2 at the claim level only:
+    # inconclusive, no size), 34, 40, 62, 70 %
+    draws = np.array([[1.0] * k + [-1.0] * (200 - k) for k in (50, 55, 84, 68, 80, 124, 140)])
+    verdict, used, size = sequential_procedure(shape, draws, (200,), 0.05, with_size=True)
+    confidence, fail_confidence = procedure_levels(0.05, 1, 3)
+    for row, got, label in zip(draws, verdict, size):
+        k = int((row > 0).sum())
+        level = fail_confidence if got == FAILS else confidence  # "does not hold": the Bonferroni interval
+        expected = size_label(*binomial_interval(k, 200, level), 0.5, 0.15) if got in (HOLDS, FAILS) else ""
+        assert label == expected, (k, got)
+    assert list(verdict[:3]) == [FAILS, FAILS, INCONCLUSIVE] and list(size[:3]) == [BEYOND_MARGIN,
+                                                                                    WITHIN_NOT_EXCLUDED, ""]
+    # the edge: a true share of 0.35 (δ below 1/2, the observed side); "beyond δ" is then an error
+    edge = edge_values(shape)
+    assert (edge > 0).sum() / (edge != 0).sum() == pytest.approx(0.35)
+    table = calibrate([shape], {"c": ((20, 40, 80, 160), 0.05)}, 4000, 5)
+    row = table[table["scenario"] == "edge of δ"].iloc[0]
+    assert row["beyond_delta_error"] <= 0.05 / 2 + 2 * row["beyond_delta_se"]
+    assert table[table["scenario"] != "edge of δ"]["beyond_delta_error"].isna().all()
+    # no margin, no edge scenario
+    assert set(calibrate([Shape("d", "converges", "p", np.ones(20), 1.0, 0.0, False, 1)],
+                         {"d": ((20,), 0.05)}, 100, 1)["scenario"]) == {"null", "effect"}
 
 
 def test_calibration_shows_an_unsplit_alpha_exceeding_its_level():

@@ -161,6 +161,9 @@ def build_parser() -> argparse.ArgumentParser:
     publish.add_argument("--source", default="figures", help="the pipeline's figures_dir (default figures)")
     publish.add_argument("--dest", default="docs/results")
     publish.add_argument("--readme", default="README.md")
+    publish.add_argument("--rebuild", action="store_true",
+                         help="no copy: rebuild the marks, the claims' lines, the README block and the report "
+                              "from the published tables in --dest (cqb.pipeline.republish)")
     compare = commands.add_parser(
         "compare", help="pair two trees of run files by path and report what changed (cqb.analysis.compare)")
     compare.add_argument("old", help="the old runs folder (e.g. a copy of results/runs)")
@@ -401,7 +404,15 @@ def main(argv: list[str] | None = None) -> int:
 
         try:
             if args.command == "publish":
-                for path in results.publish(Path(args.source), Path(args.dest), Path(args.readme)):
+                if args.rebuild:
+                    from .figures.multiverse_plot import redraw_published
+                    from .pipeline.republish import rebuild
+
+                    written = rebuild(Path(args.dest), Path(args.readme), Path(args.readme).resolve().parent,
+                                      draw_fig8=redraw_published)
+                else:
+                    written = results.publish(Path(args.source), Path(args.dest), Path(args.readme))
+                for path in written:
                     print(f"wrote {path}")
                 return 0
             command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd

@@ -92,6 +92,7 @@ rule claims:
         tsv=f"{FIGURES}/claims.tsv",
         per_policy=f"{FIGURES}/claims_per_policy.tsv",
         readings_tsv=f"{FIGURES}/claims_readings.tsv",
+        design=f"{FIGURES}/claims_design.tsv",
         readings_md=report(
             f"{FIGURES}/claims_readings.md", caption="../report/claims_readings.rst", **report_section("claims")
         ),
@@ -117,6 +118,7 @@ rule claims:
         registry_hash=registry_hash(config),
         powered_state_claims=[spec.name for spec in CLAIM_SPECS if spec.per_policy and spec.name in POWERED],
         confirmatory_claims=list(CONFIRMATORY),
+        sweeps={name: curves[0].sweep_param for name, curves in PLAN.curves.items() if curves},
     script:
         "../../scripts/claims.py"
 

@@ -18,7 +18,13 @@ the powered reading applies them:
   error, and their share is the realised type-I error;
 * **effect**: the values as observed: the share of replications reaching
   a verdict true of the observed effect (its direction, or a tie within δ
-  where it lies within δ of the threshold) is the power.
+  where it lies within δ of the threshold) is the power;
+* **edge of δ** (kinds with a margin δ > 0): the values moved so that the
+  true effect lies exactly δ from the threshold, on the observed effect's
+  side, the effect within δ hardest to tell from one beyond it: the share of
+  replications whose decided interval is labelled "beyond δ"
+  (:func:`cqb.analysis.verdict_rules.size_against_margin`) is the size
+  label's error rate.
 
 Everything is vectorised over replications, from one named random stream
 per (claim, scenario).
@@ -36,12 +42,13 @@ import pandas as pd
 
 from .claim_statistics import _groups, claim_comparisons, drop_from_peak, skew_corrected_bounds
 from .summaries import binomial_bounds
-from .verdict_rules import (FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, TIE, comparison_verdicts, correct_verdicts,
-                            decided, procedure_levels)
+from .verdict_rules import (BEYOND_MARGIN, FAILS, HOLDS, INCONCLUSIVE, NO_SIZE, NOT_TESTABLE, TIE,
+                            comparison_verdicts, correct_verdicts, decided, procedure_levels, size_against_margin)
 
 CALIBRATION_COLUMNS = ("claim", "kind", "comparison", "scenario", "n_values", "true_value", "threshold",
                        "replications", "looks", "holds", "does_not_hold", "tie", "inconclusive",
-                       "type1_error", "type1_se", "type1_ok", "expected", "power", "mean_seeds")
+                       "type1_error", "type1_se", "type1_ok", "expected", "power", "mean_seeds",
+                       "beyond_delta_error", "beyond_delta_se")
 MEAN_KINDS = ("grows", "converges", "drops", "best")
 # Kinds read as signs (+1 / −1, 0 a tie) against a share of one half.
 SIGN_KINDS = ("ordered", "typical_below")
@@ -143,17 +150,20 @@ def look_intervals(shape: Shape, sample: np.ndarray, confidence: float, fail_con
 
 
 def sequential_procedure(shape: Shape, draws: np.ndarray, looks: Sequence[int],
-                         alpha: float) -> tuple[np.ndarray, np.ndarray]:
+                         alpha: float, with_size: bool = False) -> tuple[np.ndarray, ...]:
     """(verdict, seeds used) of each row of ``draws`` (replications × the
     cap's seeds, in the order the looks add them) under the powered reading's
     procedure: at each look the first n seeds, at the levels of
     :func:`cqb.analysis.verdict_rules.procedure_levels`, the two-level verdict
     of :func:`cqb.analysis.verdict_rules.comparison_verdicts`, and a row stops
-    at the first look that decides it (:func:`cqb.analysis.verdict_rules.decided`)."""
+    at the first look that decides it (:func:`cqb.analysis.verdict_rules.decided`).
+    ``with_size``: also each row's size against δ, on the interval its
+    verdict used (the Bonferroni level's for "does not hold")."""
     looks = tuple(int(n) for n in looks)
     confidence, fail_confidence = procedure_levels(alpha, len(looks), shape.comparisons)
     replications = draws.shape[0]
     verdict = np.full(replications, INCONCLUSIVE, dtype=object)
+    size = np.full(replications, NO_SIZE, dtype=object)
     used = np.full(replications, looks[-1])
     open_ = np.ones(replications, dtype=bool)
     for n in looks:
@@ -167,7 +177,12 @@ def sequential_procedure(shape: Shape, draws: np.ndarray, looks: Sequence[int],
         verdict[index[stop]] = now[stop]
         used[index[stop]] = n
         open_[index[stop]] = False
-    return verdict, used
+        if with_size:
+            failing = now == FAILS
+            sizes = size_against_margin(np.where(failing, wide_low, low), np.where(failing, wide_high, high),
+                                        threshold, shape.margin, shape.upward)
+            size[index[stop]] = sizes[stop]  # a tie straddles its threshold: no size
+    return (verdict, used, size) if with_size else (verdict, used)
 
 
 def simulate_procedure(shape: Shape, values: np.ndarray, looks: Sequence[int], alpha: float, replications: int,
@@ -194,6 +209,33 @@ def null_values(shape: Shape, rng) -> np.ndarray:
     return (np.arange(size) < round(shape.threshold * size)).astype(np.float64)
 
 
+def edge_values(shape: Shape) -> np.ndarray:
+    """The shape's values moved so that the true effect lies δ from the
+    threshold on the observed effect's side (the claim's side when it sits
+    on the threshold): a mean shifted there; signs with that share moving
+    the claimed way, ties kept in proportion."""
+    observed = _true_value(shape, shape.values)
+    side = np.sign(observed - _threshold(shape)) or (1.0 if shape.upward else -1.0)
+    target = _threshold(shape) + side * shape.margin
+    if shape.kind in MEAN_KINDS:
+        return shape.values - shape.values.mean() + target
+    size = 10000
+    ties = int(round(size * float(np.mean(shape.values == 0)))) if shape.kind in SIGN_KINDS else 0
+    signed = size - ties
+    up = int(round(target * signed))
+    return np.concatenate([np.ones(up), -np.ones(signed - up), np.zeros(ties)])
+
+
+def _threshold(shape: Shape) -> float:
+    return 0.5 if shape.kind in SIGN_KINDS else shape.threshold
+
+
+def _true_value(shape: Shape, values: np.ndarray) -> float:
+    if shape.kind in SIGN_KINDS:
+        return float((values > 0).sum() / max(1, (values != 0).sum()))
+    return float(values.mean())
+
+
 def correct_set(shape: Shape) -> tuple[str, ...]:
     """The verdicts true of the observed effect (verdict_rules.correct_verdicts):
     its direction, and a tie within δ where it lies within δ of the threshold."""
@@ -217,14 +259,18 @@ def calibrate(shapes: Sequence[Shape], designs: Mapping[str, tuple[tuple[int, ..
     rows = []
     for shape in shapes:
         looks, alpha = designs[shape.claim]
-        for scenario in ("null", "effect"):
+        scenarios = ("null", "effect") + (("edge of δ",) if shape.margin > 0 and shape.kind != "stall_rate" else ())
+        for scenario in scenarios:
             rng = calibration_stream(seed, f"{shape.claim}/{scenario}")
-            values = null_values(shape, rng) if scenario == "null" else shape.values
-            verdict, used = simulate_procedure(shape, values, looks, alpha, replications, rng)
+            values = {"null": null_values(shape, rng), "effect": shape.values,
+                      "edge of δ": edge_values(shape)}[scenario]
+            draws = values[rng.integers(values.shape[0], size=(replications, looks[-1]))]
+            verdict, used, size = sequential_procedure(shape, draws, looks, alpha, with_size=True)
+            beyond = float(np.mean(size == BEYOND_MARGIN)) if scenario == "edge of δ" else math.nan
             share = {v: float(np.mean(verdict == v)) for v in (HOLDS, FAILS, TIE, INCONCLUSIVE)}
             type1 = share[HOLDS] + share[FAILS] if scenario == "null" else math.nan
             se = math.sqrt(type1 * (1 - type1) / replications) if scenario == "null" else math.nan
-            correct = () if scenario == "null" else correct_set(shape)
+            correct = correct_set(shape) if scenario == "effect" else ()
             true_value = (float(values.mean()) if shape.kind not in SIGN_KINDS
                           else float((values > 0).sum() / max(1, (values != 0).sum())))
             rows.append({"claim": shape.claim, "kind": shape.kind, "comparison": shape.comparison,
@@ -236,7 +282,8 @@ def calibrate(shapes: Sequence[Shape], designs: Mapping[str, tuple[tuple[int, ..
                          "type1_ok": (type1 <= alpha + 2 * se) if scenario == "null" else "",
                          "expected": " or ".join(correct),
                          "power": sum(share[v] for v in correct) if correct else math.nan,
-                         "mean_seeds": float(used.mean())})
+                         "mean_seeds": float(used.mean()), "beyond_delta_error": beyond,
+                         "beyond_delta_se": math.sqrt(beyond * (1 - beyond) / replications)})
     return pd.DataFrame(rows, columns=list(CALIBRATION_COLUMNS))
 
 

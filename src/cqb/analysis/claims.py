@@ -28,8 +28,12 @@ from .claims_registry import (CLAIM_COLUMNS, KINDS, METRICS, READING_FIELDS, TES
 from .summaries import binomial_interval  # noqa: F401
 from .verdict_rules import (DECIDED, FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, TIE, VERDICTS,  # noqa: F401
                             combine, decisive, fail_level, interval_verdict, two_level_verdict)
+from .verdict_rules import AGREES, DEPENDS, NO_ALTERNATIVE, UNDECIDED, agreement
 
 ROBUST, READING_DEPENDENT, BY_CONSTRUCTION = "robust", "reading-dependent", "by construction"
+UNDECIDED_BY_READINGS, NO_ALTERNATIVE_READING = "undecided by the readings", "no alternative reading"
+READING_MARKS = {AGREES: ROBUST, DEPENDS: READING_DEPENDENT, UNDECIDED: UNDECIDED_BY_READINGS,
+                 NO_ALTERNATIVE: NO_ALTERNATIVE_READING}
 
 
 def _margin(margins, kind):
@@ -70,21 +74,56 @@ def reading_rows(spec: ClaimSpec, runs: pd.DataFrame, margins, confidence=0.95, 
     return rows
 
 
-def reading_mark(spec: ClaimSpec | None, verdicts: Sequence[str]) -> str:
-    """robust when every registered reading gives the primary's verdict,
-    reading-dependent otherwise; by construction for a check that cannot fail."""
+def reading_agreement(spec: ClaimSpec | None, verdicts: Sequence[str]) -> tuple[str, int, int, list]:
+    """(mark, deciding, alternatives, the alternatives deciding otherwise) of a
+    claim from its readings' verdicts, the primary first, by
+    :func:`cqb.analysis.verdict_rules.agreement`: robust when the primary
+    decides and every alternative that decides agrees, reading-dependent when
+    one decides otherwise, undecided by the readings when the primary or most
+    alternatives decide nothing; by construction for a check that cannot fail."""
+    verdicts = list(verdicts)
+    category, deciding, affected, otherwise = agreement(verdicts[0], dict(enumerate(verdicts[1:], 1)))
     if spec is not None and spec.by_construction:
-        return BY_CONSTRUCTION
-    return ROBUST if len(set(verdicts)) == 1 else READING_DEPENDENT
+        return BY_CONSTRUCTION, deciding, affected, otherwise
+    return READING_MARKS[category], deciding, affected, otherwise
+
+
+def reading_mark(spec: ClaimSpec | None, verdicts: Sequence[str]) -> str:
+    """The mark of :func:`reading_agreement`."""
+    return reading_agreement(spec, verdicts)[0]
+
+
+def reading_mark_text(mark: str, deciding, alternatives) -> str:
+    """A readings mark with its share: "robust (2/2 alternative readings decide)"."""
+    if mark in (ROBUST, UNDECIDED_BY_READINGS) and _count(alternatives):
+        return f"{mark} ({_count(deciding)}/{_count(alternatives)} alternative readings decide)"
+    return mark
+
+
+def _count(value) -> int:
+    try:
+        return int(float(value))
+    except (TypeError, ValueError):
+        return 0
 
 
 def readings_table(rows: Sequence[Mapping], specs: Mapping[str, ClaimSpec]) -> pd.DataFrame:
-    """The readings table with each claim's mark (column ``mark``)."""
+    """The readings table with each claim's mark (columns ``mark``, and
+    ``mark_deciding`` of ``mark_alternatives``: how many alternative readings decide)."""
     table = pd.DataFrame(list(rows), columns=list(READING_COLUMNS))
-    marks = {claim: reading_mark(specs.get(claim), list(group["verdict"]))
-             for claim, group in table.groupby("claim", sort=False)}
-    table["mark"] = table["claim"].map(marks)
+    primary = table["primary"].astype(str).str.lower().isin(("true", "1"))
+    marks = {}
+    for claim, group in table.assign(_primary=primary).groupby("claim", sort=False):
+        ordered = pd.concat([group[group["_primary"]], group[~group["_primary"]]])
+        marks[claim] = reading_agreement(specs.get(claim), list(ordered["verdict"]))
+    table["mark"] = table["claim"].map(lambda c: marks[c][0])
+    table["mark_deciding"] = table["claim"].map(lambda c: marks[c][1])
+    table["mark_alternatives"] = table["claim"].map(lambda c: marks[c][2])
     return table
+
+
+READINGS_HEADER = ("Every registered reading of every claim (docs/verdicts.md, \"The claims registry\"): on the "
+                   "powered reading's runs where the claim has one, else on the figures' seeds.")
 
 
 def readings_markdown(table: pd.DataFrame, header: str = "") -> str:
@@ -96,8 +135,11 @@ def readings_markdown(table: pd.DataFrame, header: str = "") -> str:
     for row in table.itertuples():
         name = f"**{row.reading}** (primary)" if row.primary else row.reading
         lines.append(f"| `{row.claim}` | {name} | {row.metric} | {_interval(row.value, row.ci_low, row.ci_high)} | "
-                     f"{100 * row.confidence:.4g}% | {row.n} | {row.verdict} | {row.mark} |")
-    lines += ["", "Why each reading:", ""]
+                     f"{100 * row.confidence:.4g}% | {row.n} | {row.verdict} | "
+                     f"{reading_mark_text(row.mark, row.mark_deciding, row.mark_alternatives)} |")
+    lines += ["", "Each interval is at its row's level; a \"does not hold\" is decided on the Bonferroni level's "
+              "interval over the claim's comparisons (docs/verdicts.md, \"Combining comparisons\"), wider than the "
+              "one shown.", "", "Why each reading:", ""]
     lines += [f"- `{row.claim}`, {row.reading}: {row.why}" for row in table.itertuples() if row.why]
     return "\n".join(lines) + "\n"
 
@@ -121,11 +163,16 @@ def claims_readings(specs: Sequence[ClaimSpec], runs_tables: Mapping[str, pd.Dat
 
 
 def with_marks(table: pd.DataFrame, readings: pd.DataFrame, by_construction: Mapping[str, str]) -> pd.DataFrame:
-    """The claims table with each claim's mark (robust, reading-dependent, by
-    construction) and the reason of a check that holds by construction."""
-    marks = dict(zip(readings["claim"], readings["mark"]))
+    """The claims table with each claim's readings mark (robust,
+    reading-dependent, undecided by the readings, by construction), how many
+    alternative readings decide (``mark_deciding`` of ``mark_alternatives``)
+    and the reason of a check that holds by construction."""
+    first = readings.drop_duplicates("claim").set_index("claim")
     table = table.copy()
-    table["mark"] = [BY_CONSTRUCTION if by_construction.get(c) else marks.get(c, ROBUST) for c in table["claim"]]
+    table["mark"] = [BY_CONSTRUCTION if by_construction.get(c) else
+                     first["mark"].get(c, NO_ALTERNATIVE_READING) for c in table["claim"]]
+    for column in ("mark_deciding", "mark_alternatives"):
+        table[column] = [int(first[column].get(c, 0)) if column in first else 0 for c in table["claim"]]
     table["by_construction"] = [by_construction.get(c, "") for c in table["claim"]]
     return table
 
@@ -152,9 +199,21 @@ def _interval(value, low, high):
     return f"{value:.3g} [{low:.3g}, {high:.3g}]" if math.isfinite(low) else f"{value:.3g}"
 
 
-def claims_markdown(table: pd.DataFrame, header: str = "") -> str:
-    """The claims table as Markdown: claim, figure, value [interval], verdict,
-    n; with the powered reading's columns beside them when the table has them."""
+def _used(verdict, value, low, high, confidence, detail, comparisons) -> str:
+    from .claim_lines import interval_text, verdict_interval
+
+    low, high, level, exact = verdict_interval(verdict, value, low, high, confidence, detail, comparisons)
+    return interval_text(value, low, high, level, exact), low, high
+
+
+def claims_markdown(table: pd.DataFrame, header: str = "", design: Mapping | None = None) -> str:
+    """The claims table as Markdown: claim, figure, value [interval] (level:
+    the interval the verdict used), verdict, n; with the powered reading's
+    columns beside them when the table has them, and its size against δ
+    (``design``: claim → kind, threshold, margin, side; claim_lines.claims_design)."""
+    from .claim_lines import comparisons_in, size_text
+
+    design = design or {}
     powered = "powered_verdict" in table.columns
     lines = [header] if header else []
     if powered:
@@ -170,35 +229,43 @@ def claims_markdown(table: pd.DataFrame, header: str = "") -> str:
     mark_head = " mark |" if marked else ""
     mark_rule = " --- |" if marked else ""
     if powered:
-        lines += ["| claim | figure | statistic | value [95% interval] | verdict | n seeds | "
-                  "powered: value [interval] | powered verdict | powered n (cap) |" + mark_head,
-                  "| --- | --- | --- | --- | --- | ---: | --- | --- | ---: |" + mark_rule]
+        lines += ["| claim | figure | statistic | value [interval] (level) | verdict | n seeds | "
+                  "powered: value [interval] (level) | powered verdict | size against δ | powered n (cap) |"
+                  + mark_head, "| --- | --- | --- | --- | --- | ---: | --- | --- | --- | ---: |" + mark_rule]
     else:
-        lines += ["| claim | figure | statistic | value [95% interval] | verdict | n seeds |" + mark_head,
+        lines += ["| claim | figure | statistic | value [interval] (level) | verdict | n seeds |" + mark_head,
                   "| --- | --- | --- | --- | --- | ---: |" + mark_rule]
     for row in table.itertuples():
-        line = (f"| {row.statement} | {row.figure} | {row.statistic} | "
-                f"{_interval(row.value, row.ci_low, row.ci_high)} | **{row.verdict}** | {row.n_seeds} |")
+        detail = row.detail if isinstance(row.detail, str) else ""
+        figures, _, _ = _used(row.verdict, row.value, row.ci_low, row.ci_high, 0.95, detail,
+                              max(1, len(detail.split("; "))))
+        line = (f"| {row.statement} | {row.figure} | {row.statistic} | {figures} | **{row.verdict}** | "
+                f"{row.n_seeds} |")
         if powered:
-            if isinstance(row.powered_verdict, str) and row.powered_verdict:
-                line += (f" {_interval(row.powered_value, row.powered_ci_low, row.powered_ci_high)} "
-                         f"({100 * row.powered_confidence:.4g}%) | **{row.powered_verdict}** | "
+            if isinstance(row.powered_verdict, str) and row.powered_verdict and row.powered_verdict != "nan":
+                used, low, high = _used(row.powered_verdict, row.powered_value, row.powered_ci_low,
+                                        row.powered_ci_high, row.powered_confidence, row.powered_detail,
+                                        comparisons_in(row.powered_detail))
+                line += (f" {used} | **{row.powered_verdict}** | "
+                         f"{size_text(row.powered_verdict, low, high, design.get(row.claim))} | "
                          f"{int(row.powered_n_seeds)} ({int(row.powered_cap)}) |")
             else:
-                line += " | | |"
+                line += " | | | |"
         if marked:
-            line += f" {row.mark} |"
+            line += f" {reading_mark_text(row.mark, getattr(row, 'mark_deciding', 0), getattr(row, 'mark_alternatives', 0))} |"
         lines.append(line)
     if marked:
-        lines += ["", "Mark: **robust** when every registered reading of the claim gives the same verdict "
-                  "(docs/results/claims_readings.md), **reading-dependent** otherwise; **by construction**: "
-                  "a check that cannot fail, shown and not counted as evidence:", ""]
+        lines += ["", "Mark (docs/results/claims_readings.md): **robust** when the primary reading decides and every "
+                  "alternative reading that decides agrees (how many decide in brackets), **reading-dependent** "
+                  "when one decides otherwise, **undecided by the readings** when the primary or most "
+                  "alternatives decide nothing; **by construction**: a check that cannot fail, shown and not "
+                  "counted as evidence:", ""]
         lines += [f"- `{row.claim}`: {row.by_construction}" for row in table.itertuples() if row.by_construction]
     lines += ["", "Every comparison behind each verdict:", ""]
     lines += [f"- `{row.claim}`: {row.detail}" for row in table.itertuples()]
     if powered:
         rows = [row for row in table.itertuples()
-                if isinstance(row.powered_verdict, str) and row.powered_verdict]
+                if isinstance(row.powered_verdict, str) and row.powered_verdict and row.powered_verdict != "nan"]
         lines += ["", "The powered reading (fresh seeds, looks with Bonferroni-split levels; "
                   "docs/verdicts.md): per claim the looks, the runs simulated, and every comparison "
                   "with the look that decided it:", ""]

@@ -17,11 +17,12 @@ Each cell's verdict is the claim's own rule (:func:`cqb.analysis.claims.check_cl
 at level 1 − α, with the claim kind's margin: no second copy of a verdict
 rule lives here.
 
-The mark per claim (:func:`claim_mark`): *robust across the reconstruction*
-when no two cells reach opposite directional verdicts (one holds, another
-does not hold); *choice-dependent* otherwise, naming the alternatives whose
-verdict is opposite to the default column's (when the default is not
-directional, those of the rarer direction).
+The mark per claim (:func:`claim_mark`, the rule
+:func:`cqb.analysis.verdict_rules.agreement`), over the cells an alternative
+affects: *robust* when the default column decides and every affected cell
+that decides agrees, with how many decide; *choice-dependent* when an
+affected cell decides otherwise, naming it; *undecided by the grid* when the
+default decides nothing or most affected cells decide nothing.
 
 No numpy or pandas at import time (the workflow imports it while parsing).
 """
@@ -35,12 +36,16 @@ from dataclasses import dataclass, field, replace
 from .curves import Curve, format_value
 
 DEFAULT = "default"
-ROBUST, CHOICE_DEPENDENT = "robust across the reconstruction", "choice-dependent"
+ROBUST, CHOICE_DEPENDENT, UNDECIDED, NO_CELL = ("robust", "choice-dependent", "undecided by the grid",
+                                               "no cell affected")
+# verdict_rules.agreement's categories (not imported here: it needs numpy)
+MARKS = {"robust": ROBUST, "dependent": CHOICE_DEPENDENT, "undecided": UNDECIDED, "no alternative": NO_CELL}
 DIRECTIONAL = ("holds", "does not hold")
 CELL_COLUMNS = ("claim", "statement", "alternative", "choice", "label", "affected", "rerun", "kind", "metric",
                 "statistic", "value", "ci_low", "ci_high", "confidence", "n", "verdict", "default_verdict",
                 "opposite", "detail")
-MARK_COLUMNS = ("claim", "statement", "default_verdict", "mark", "opposite", "differs", "cells", "by_construction")
+MARK_COLUMNS = ("claim", "statement", "default_verdict", "mark", "opposite", "differs", "cells", "affected",
+                "deciding", "by_construction")
 
 
 @dataclass(frozen=True)
@@ -227,35 +232,51 @@ def opposite(first: str, second: str) -> bool:
     return {first, second} == set(DIRECTIONAL)
 
 
-def claim_mark(default_verdict: str, verdicts: Mapping[str, str]) -> tuple[str, list[str]]:
-    """(mark, the alternatives that make it choice-dependent) from the
-    default column's verdict and each alternative's (name → verdict)."""
-    directional = {name: v for name, v in verdicts.items() if v in DIRECTIONAL}
-    if len(set(directional.values()) | ({default_verdict} & set(DIRECTIONAL))) < 2:
-        return ROBUST, []
-    if default_verdict in DIRECTIONAL:
-        return CHOICE_DEPENDENT, [n for n, v in directional.items() if opposite(default_verdict, v)]
-    counts = {v: sum(1 for x in directional.values() if x == v) for v in DIRECTIONAL}
-    rarer = min(DIRECTIONAL, key=lambda v: (counts[v], DIRECTIONAL.index(v)))
-    return CHOICE_DEPENDENT, [n for n, v in directional.items() if v == rarer]
+def claim_mark(default_verdict: str, verdicts: Mapping[str, str]) -> tuple[str, list[str], int, int]:
+    """(mark, the alternatives that decide otherwise, deciding, affected) from
+    the default column's verdict and each affected alternative's (name →
+    verdict; an unaffected cell repeats the default and is no evidence), by
+    :func:`cqb.analysis.verdict_rules.agreement`."""
+    from .verdict_rules import agreement
+
+    category, deciding, affected, otherwise = agreement(default_verdict, verdicts)
+    return MARKS[category], otherwise, deciding, affected
+
+
+def mark_text(mark: str, named: str = "", deciding=None, affected=None) -> str:
+    """A mark with what stands behind it: "robust (5/9 affected cells decide)",
+    "choice-dependent (κ = 40; …)"."""
+    if mark == CHOICE_DEPENDENT and named:
+        return f"{mark} ({named})"
+    if mark in (ROBUST, UNDECIDED) and deciding is not None and affected:
+        return f"{mark} ({int(deciding)}/{int(affected)} affected cells decide)"
+    return mark
+
+
+def _flag(value) -> bool:
+    return value is True or str(value).lower() in ("true", "1")
 
 
 def claim_marks(cells: "pd.DataFrame", specs) -> "pd.DataFrame":  # noqa: F821
     """One row per claim: the default column's verdict, the mark, the
-    alternatives whose verdict is opposite (naming them) and those whose
-    verdict differs in any way."""
+    alternatives whose decided verdict differs from the default's (naming
+    them), those whose verdict differs in any way, and how many affected
+    cells decide. ``specs``: the claims (or claim → by construction)."""
     import pandas as pd
 
-    by_construction = {spec.name: spec.by_construction for spec in specs}
+    by_construction = (dict(specs) if isinstance(specs, Mapping)
+                       else {spec.name: spec.by_construction for spec in specs})
     rows = []
     for claim, group in cells.groupby("claim", sort=False):
         default = group.loc[group["alternative"] == DEFAULT, "verdict"].iloc[0]
         others = group[group["alternative"] != DEFAULT]
-        mark, named = claim_mark(default, dict(zip(others["label"], others["verdict"])))
+        affected = others[[_flag(a) for a in others["affected"]]]
+        mark, named, deciding, n_affected = claim_mark(default, dict(zip(affected["label"], affected["verdict"])))
         differs = [f"{r.label} ({r.verdict})" for r in others.itertuples() if r.verdict != default]
         rows.append({"claim": claim, "statement": group["statement"].iloc[0], "default_verdict": default,
                      "mark": mark, "opposite": "; ".join(named), "differs": "; ".join(differs),
-                     "cells": len(group), "by_construction": bool(by_construction.get(claim))})
+                     "cells": len(group), "affected": n_affected, "deciding": deciding,
+                     "by_construction": _flag(by_construction.get(claim))})
     return pd.DataFrame(rows, columns=list(MARK_COLUMNS))
 
 
@@ -287,14 +308,16 @@ def render_markdown(multiverse: Multiverse, cells, marks, header: str = "") -> s
     lines += [f"Each of {len(marks)} claims under {len(multiverse.alternatives) - 1} alternatives of the "
               f"reconstruction's open choices, one at a time against the defaults, on seeds "
               f"{seeds[0]}–{seeds[-1]} (n = {len(seeds)}), {level} intervals (the claim's own rule, "
-              "\"does not hold\" Bonferroni over its comparisons). **Robust across the reconstruction**: no "
-              "two cells reach opposite directional verdicts; **choice-dependent** otherwise, naming the "
-              "alternatives. Tuned constants stay tuned; c_β = 1 is the formula as written, not retuned."
+              "\"does not hold\" Bonferroni over its comparisons). Over the cells an alternative affects: "
+              "**robust** when the default decides and every affected cell that decides agrees (how many "
+              "decide in brackets); **choice-dependent** when one decides otherwise, naming it; **undecided by "
+              "the grid** when the default, or most affected cells, decide nothing. Tuned constants stay tuned; c_β = 1 is the formula as written, not retuned."
               + excluded_text(multiverse.excluded), "",
               "| claim | default | mark | opposite under | differs under |", "| --- | --- | --- | --- | --- |"]
     for row in marks.itertuples():
         construction = " (by construction)" if row.by_construction else ""
-        lines.append(f"| {row.statement}{construction} | {row.default_verdict} | **{row.mark}** | "
+        lines.append(f"| {row.statement}{construction} | {row.default_verdict} | "
+                     f"**{mark_text(row.mark, '', row.deciding, row.affected)}** | "
                      f"{row.opposite or '–'} | {row.differs or '–'} |")
     lines += ["", "| claim | alternative | choice | runs redone | value [interval] | n | verdict |",
               "| --- | --- | --- | --- | --- | ---: | --- |"]

@@ -13,7 +13,9 @@ reading (:mod:`cqb.analysis.powered`) and the calibration study
   level split over the claim's comparisons);
 * :func:`decided`: the stopping rule (a comparison stops at the first look
   whose verdict is not inconclusive);
-* :func:`combine`, :func:`decisive`: a claim's verdict from its comparisons'.
+* :func:`combine`, :func:`decisive`: a claim's verdict from its comparisons';
+* :func:`size_against_margin`: whether a decided interval also excludes every
+  effect within the margin δ (the effect matters by the registered margin).
 
 Each rule is written once, vectorised over rows; the scalar forms
 (:func:`interval_verdict`, :func:`two_level_verdict`,
@@ -28,6 +30,23 @@ HOLDS, FAILS, INCONCLUSIVE, TIE = "holds", "does not hold", "inconclusive", "tie
 NOT_TESTABLE = "not testable at this T"
 VERDICTS = (HOLDS, FAILS, TIE, INCONCLUSIVE, NOT_TESTABLE)
 DECIDED = (HOLDS, FAILS, TIE, NOT_TESTABLE)  # a comparison stops at these
+# the size of a decided effect against the margin δ (size_against_margin)
+BEYOND_MARGIN, WITHIN_NOT_EXCLUDED = "beyond δ", "size within δ not excluded"
+NO_MARGIN, NO_SIZE = "no margin (δ = 0)", ""
+SIZES = (BEYOND_MARGIN, WITHIN_NOT_EXCLUDED, NO_MARGIN, NO_SIZE)
+
+
+def _sides(low, high, threshold, margin, upward):
+    """The arguments broadcast as arrays, with which intervals are finite,
+    strictly above and strictly below the threshold."""
+    low, high, threshold, margin, upward = np.broadcast_arrays(
+        np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64),
+        np.asarray(threshold, dtype=np.float64), np.asarray(margin, dtype=np.float64),
+        np.asarray(upward, dtype=bool))
+    finite = np.isfinite(low) & np.isfinite(high)
+    above = finite & (low > threshold)
+    below = finite & ~above & (high < threshold)
+    return low, high, threshold, margin, upward, finite, above, below
 
 
 def interval_verdicts(low, high, threshold, margin=0.0, upward=True) -> np.ndarray:
@@ -36,13 +55,7 @@ def interval_verdicts(low, high, threshold, margin=0.0, upward=True) -> np.ndarr
     ``upward``) → holds, strictly on the other → does not hold, straddling it
     but inside threshold ± ``margin`` (δ > 0) → tie within δ, else (or with a
     non-finite end) inconclusive."""
-    low, high, threshold, margin, upward = np.broadcast_arrays(
-        np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64),
-        np.asarray(threshold, dtype=np.float64), np.asarray(margin, dtype=np.float64),
-        np.asarray(upward, dtype=bool))
-    finite = np.isfinite(low) & np.isfinite(high)
-    above = finite & (low > threshold)
-    below = finite & ~above & (high < threshold)
+    low, high, threshold, margin, upward, finite, above, below = _sides(low, high, threshold, margin, upward)
     tie = (finite & ~above & ~below & (margin > 0)
            & (threshold - margin < low) & (high < threshold + margin))
     out = np.full(low.shape, INCONCLUSIVE, dtype=object)
@@ -50,6 +63,31 @@ def interval_verdicts(low, high, threshold, margin=0.0, upward=True) -> np.ndarr
     out[np.where(upward, below, above)] = FAILS
     out[np.where(upward, above, below)] = HOLDS
     return out
+
+
+def size_against_margin(low, high, threshold, margin=0.0, upward=True) -> np.ndarray:
+    """The size of each interval's effect against the margin δ (arrays; every
+    argument broadcasts), for an interval that decides a side of ``threshold``:
+    "beyond δ" when it lies entirely beyond threshold ± ``margin`` on that side
+    (strictly, as the verdicts), "size within δ not excluded" when it reaches
+    into the band; "no margin (δ = 0)" for a decided interval of a kind with no
+    margin. An interval that decides no side (a tie, inconclusive, a non-finite
+    end) gets no size: "". The size is the same on either side, so ``upward``
+    (accepted so that calls mirror :func:`interval_verdicts`) does not change it;
+    call it with the interval the verdict used (the Bonferroni level's for
+    "does not hold")."""
+    low, high, threshold, margin, _, _, above, below = _sides(low, high, threshold, margin, upward)
+    beyond = (above & (low > threshold + margin)) | (below & (high < threshold - margin))
+    out = np.full(low.shape, NO_SIZE, dtype=object)
+    out[above | below] = WITHIN_NOT_EXCLUDED
+    out[beyond] = BEYOND_MARGIN
+    out[(above | below) & ~(margin > 0)] = NO_MARGIN
+    return out
+
+
+def size_label(low, high, threshold, margin=0.0, upward=True) -> str:
+    """:func:`size_against_margin` of one interval."""
+    return str(size_against_margin(low, high, threshold, margin, upward).reshape(-1)[0])
 
 
 def two_level_verdicts(narrow, wide) -> np.ndarray:
@@ -163,3 +201,46 @@ def decisive(comparisons, upward: bool = True):
                 return min(chosen, key=lambda c: c.ci_high if wanted == FAILS else c.ci_low)
             return max(chosen, key=lambda c: c.ci_low if wanted == FAILS else c.ci_high)
     raise ValueError("no comparisons")
+
+
+# ------------------------------------------------------------------ the marks
+# A mark says what the alternatives (readings of a claim, cells of Figure 8)
+# decided, never what they failed to decide.
+AGREES, DEPENDS, UNDECIDED, NO_ALTERNATIVE = "robust", "dependent", "undecided", "no alternative"
+DECIDING = (HOLDS, FAILS, TIE)  # a verdict that says something about the effect
+
+
+def agreement(default_verdict: str, alternatives) -> tuple[str, int, int, list]:
+    """(category, deciding, affected, otherwise) of a claim from its default's
+    verdict (the primary reading, Figure 8's default column) and the verdicts
+    of the alternatives that change what it reads (name → verdict):
+
+    * ``undecided`` when the default decides nothing (not holds, does not
+      hold or a tie);
+    * ``dependent`` when some alternative decides otherwise (the opposite
+      direction, or a tie against a direction; ``otherwise`` names them);
+    * ``no alternative`` when none changes what the claim reads;
+    * ``undecided`` when most alternatives (more than half) decide nothing;
+    * ``robust`` else: the default decided and every alternative that decides agrees.
+
+    ``deciding`` of ``affected`` alternatives decide."""
+    verdicts = dict(alternatives)
+    deciding = sum(1 for v in verdicts.values() if v in DECIDING)
+    affected = len(verdicts)
+    otherwise = [name for name, v in verdicts.items() if v in DECIDING and v != default_verdict]
+    if default_verdict not in DECIDING:
+        return UNDECIDED, deciding, affected, []
+    if otherwise:
+        return DEPENDS, deciding, affected, otherwise
+    if affected == 0:
+        return NO_ALTERNATIVE, 0, 0, []
+    if 2 * (affected - deciding) > affected:
+        return UNDECIDED, deciding, affected, []
+    return AGREES, deciding, affected, []
+
+
+def policy_dependent(verdicts) -> bool:
+    """A claim's per-policy verdicts (policy → verdict) are all decided
+    (holds, does not hold, a tie) and not all the same."""
+    verdicts = list(dict(verdicts).values())
+    return len(verdicts) > 1 and all(v in DECIDING for v in verdicts) and len(set(verdicts)) > 1

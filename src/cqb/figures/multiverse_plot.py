@@ -65,3 +65,18 @@ def plot_multiverse(multiverse, cells: pd.DataFrame, marks: pd.DataFrame, pdf_pa
     fig.tight_layout(rect=(0, 0.06, 1, 1))
     save_figure(fig, pdf_path, png_path)
     plt.close(fig)
+
+
+def redraw_published(multiverse, cells: pd.DataFrame, marks: pd.DataFrame, folder, title: str) -> str:
+    """Figure 8 drawn again into ``folder`` (its rows carry the marks), shrunk
+    as published (``cqb publish --rebuild``); returns its path."""
+    import tempfile
+    from pathlib import Path
+
+    from ..pipeline.results import shrink_png
+
+    with tempfile.TemporaryDirectory() as scratch:
+        png = Path(scratch) / "fig8.png"
+        plot_multiverse(multiverse, cells, marks, Path(scratch) / "fig8.pdf", png, title)
+        shrink_png(png, Path(folder) / "fig8.png")
+    return str(Path(folder) / "fig8.png")

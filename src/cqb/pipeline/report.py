@@ -18,6 +18,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..analysis.claim_lines import comparisons_in, interval_text, verdict_interval
+from ..analysis.claims import reading_mark_text
+from ..analysis.multiverse import mark_text
+from .claims_summary import claims_summary_markdown  # noqa: F401 (the README's table, re-exported)
+
 # Sections in reading order: the paper's figures, then ours.
 SECTIONS = (
     ("fig2", "Figure 2: the synthetic base instance and the slack ϵ"),
@@ -96,36 +101,9 @@ def paper_claims(rows: list[dict]) -> list[dict]:
             and row["figure"] in ("fig2", "fig3", "fig4")]
 
 
-def _reading_text(row) -> str:
-    return f"**{row['verdict']}** {_interval(row)}"
-
-
 def _mark(row) -> str:
     mark = row["paper"].get("mark") if hasattr(row["paper"], "get") else None
     return mark if isinstance(mark, str) and mark else "–"
-
-
-def headline(row) -> tuple:
-    """(verdict, value row, n text) of a claim's headline: its primary reading
-    on the powered seeds where it has one, else on the figures' seeds."""
-    powered = row["powered"]
-    if powered is not None:
-        return powered["verdict"], powered, f"{powered['n_seeds']} ({powered['cap']})"
-    return row["paper"]["verdict"], row["paper"], str(row["paper"]["n_seeds"])
-
-
-def multiverse_marks(marks: pd.DataFrame | None) -> dict:
-    """claim → its Figure 8 mark (fig8_marks.tsv), naming the alternatives that make it choice-dependent."""
-    if marks is None:
-        return {}
-    return {row["claim"]: row["mark"] + (f" ({row['opposite']})" if isinstance(row["opposite"], str)
-                                         and row["opposite"] else "") for _, row in marks.iterrows()}
-
-
-def _per_policy(per_policy: pd.DataFrame | None, claim: str) -> list:
-    if per_policy is None or not len(per_policy):
-        return []
-    return [row for _, row in per_policy.iterrows() if row["claim"] == claim]
 
 
 def _per_policy_source(row) -> str:
@@ -137,81 +115,39 @@ def _figures_reading(row) -> dict:
             "ci_high": row["figures_ci_high"]}
 
 
-def claims_summary_markdown(claims: pd.DataFrame, powered: pd.DataFrame | None,
-                            per_policy: pd.DataFrame | None = None,
-                            multiverse: pd.DataFrame | None = None,
-                            calibration: pd.DataFrame | None = None) -> str:
-    """The README's short table: each claim of the paper with its headline
-    verdict (the primary reading, powered where it has one) and its mark
-    (robust when every registered reading agrees, reading-dependent
-    otherwise, by construction when the check cannot fail), the N = 10
-    verdict beside it, and the counts; statistics and intervals are defined
-    in docs/verdicts.md, every reading is in docs/results/claims_readings.md."""
-    rows = paper_claims(claims_rows(claims, powered))
-    across = multiverse_marks(multiverse)
-    extra_head, extra_rule = (" multiverse (Figure 8) |", " --- |") if across else ("", "")
-    lines = ["| the paper's claim | figure | primary verdict | mark |" + extra_head + " value [CI] | n (cap) "
-             "| at its N = 10 seeds |", "| --- | --- | --- | --- |" + extra_rule + " --- | ---: | --- |"]
-    counts: dict = {}
-    by_construction = 0
-    for row in rows:
-        verdict, source, n_text = headline(row)
-        mark = _mark(row)
-        if mark == "by construction":
-            by_construction += 1
+def _used_interval(row, level: float, comparisons: int) -> str:
+    """The interval a verdict used, labelled with its level (claim_lines.verdict_interval)."""
+    low, high, level, exact = verdict_interval(row["verdict"], row["value"], row["ci_low"], row["ci_high"], level,
+                                               row.get("detail", ""), comparisons)
+    return html.escape(interval_text(row["value"], low, high, level, exact))
+
+
+def markdown_to_html(text: str) -> str:
+    """The README's generated summary (paragraphs, one table, a list) as HTML."""
+    def inline(line):
+        line = html.escape(line)
+        line = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", line)
+        return re.sub(r"\*(.+?)\*", r"<i>\1</i>", line)
+
+    out, table, items = [], [], []
+    for block in re.split(r"\n\s*\n", text.strip()):
+        lines = block.splitlines()
+        if lines[0].startswith("|"):
+            rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines if "---" not in line]
+            table = ["<table>", "<tr>" + "".join(f"<th>{inline(c)}</th>" for c in rows[0]) + "</tr>"]
+            table += ["<tr>" + "".join(f"<td>{inline(c)}</td>" for c in row) + "</tr>" for row in rows[1:]]
+            out.append("\n".join(table + ["</table>"]))
+        elif lines[0].startswith("- "):
+            items = [f"<li>{inline(line[2:])}</li>" for line in lines]
+            out.append("<ul>" + "".join(items) + "</ul>")
         else:
-            counts[verdict] = counts.get(verdict, 0) + 1
-        statement = str(row["statement"]).split(" (")[0]
-        beside = f" {across.get(row['claim'], '–')} |" if across else ""
-        lines.append(f"| {statement} | {row['figure']} | **{verdict}** | {mark} |{beside} {_interval(source)} | {n_text} "
-                     f"| {_reading_text(row['paper'])} |")
-        for policy in _per_policy(per_policy, row["claim"]):  # the per-policy readings, not counted again
-            own_mark = "by construction" if isinstance(policy["by_construction"], str) and policy["by_construction"] else "–"
-            lines.append(f"| ↳ for {policy['policy']} | {row['figure']} | **{policy['verdict']}** | {own_mark} |"
-                         f"{' – |' if across else ''} {_interval(policy)} | {_per_policy_source(policy)} | "
-                         f"{_reading_text(_figures_reading(policy))} |")
-    power = {} if calibration is None else {
-        row["claim"]: row["power"] for _, row in calibration.iterrows() if row["scenario"] == "effect"}
-    undecided = [_undecided_note(row, _per_policy(per_policy, row["claim"]), power.get(row["claim"]))
-                 for row in rows if _at_cap_undecided(row)]
-    tally = ", ".join(f"{n} {verdict}" for verdict, n in sorted(counts.items())) or "none"
-    construction = (f"; {by_construction} holding by construction, shown and not counted"
-                    if by_construction else "")
-    per = ("\n\n↳ rows: the claim's verdict per policy, from the confirmatory study where the policy has one "
-           "(n: its seeds), else the powered reading; not counted above." if per_policy is not None and len(per_policy)
-           else "")
-    notes = "".join(f"\n{note}\n" for note in undecided)
-    return (f"Of the paper's {len(rows)} claims, primary readings: {tally}{construction}.{per}\n\n"
-            + "\n".join(lines) + "\n" + notes)
-
-
-def _at_cap_undecided(row) -> bool:
-    """Inconclusive on the powered seeds with every registered seed used."""
-    powered = row["powered"]
-    return (powered is not None and powered["verdict"] == "inconclusive"
-            and int(powered["n_seeds"]) >= int(powered["cap"]))
-
-
-def _undecided_note(row, per_policy: list, power=None) -> str:
-    """Why a primary verdict stays inconclusive: its registered cap is spent
-    (more looks would exceed the design's α), the power the calibration shows
-    at the observed effect, what its last interval excludes, and where the ↳
-    rows decide it per policy."""
-    powered = row["powered"]
-    statement = str(row["statement"]).split(" (")[0]
-    excluded = powered.get("excluded") if hasattr(powered, "get") else None
-    excluded_text = f" ({excluded})" if isinstance(excluded, str) and excluded else ""
-    decided = [f"{p['policy']} {p['verdict']} ({p['source']})" for p in per_policy if p["verdict"] != "inconclusive"]
-    per_text = f"; per policy (↳ rows): {', '.join(decided)}" if decided else ""
-    power_text = (f"; the design's power at the observed effect was {power:.2f} (calibration)"
-                  if isinstance(power, float) and power == power else "")
-    return (f"*{statement}* stays inconclusive: its registered cap of {powered['cap']} seeds is spent, and "
-            f"more looks would exceed the design's α{excluded_text}{power_text}{per_text}.")
+            out.append(f"<p>{inline(' '.join(lines))}</p>")
+    return "\n".join(out)
 
 
 def _claims_table(rows: list[dict], with_statistic: bool) -> str:
-    head = ["claim", "paper's N: value [95% CI]", "verdict", "n",
-            "powered: value [CI]", "verdict", "n (cap)", "mark"]
+    head = ["claim", "paper's N: value [interval] (level)", "verdict", "n",
+            "powered: value [interval] (level)", "verdict", "n (cap)", "readings mark"]
     if with_statistic:
         head.insert(1, "statistic")
     lines = ["<table>", "<tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"]
@@ -220,14 +156,16 @@ def _claims_table(rows: list[dict], with_statistic: bool) -> str:
         cells = [html.escape(entry["statement"])]
         if with_statistic:
             cells.append(html.escape(entry["statistic"]))
-        cells += [f'<span class="num">{_interval(paper)}</span>', _verdict(paper["verdict"]),
-                  str(paper["n_seeds"])]
+        detail = paper.get("detail", "") if hasattr(paper, "get") else ""
+        cells += [f'<span class="num">{_used_interval(paper, 0.95, max(1, len(str(detail).split("; "))))}</span>',
+                  _verdict(paper["verdict"]), str(paper["n_seeds"])]
         if powered is None:
             cells += ["–", "–", "–"]
         else:
-            cells += [_interval(powered), _verdict(powered["verdict"]),
-                      f"{powered['n_seeds']} ({powered['cap']})"]
-        cells.append(html.escape(_mark(entry)))
+            cells += [_used_interval(powered, float(powered["confidence"]), comparisons_in(powered["detail"])),
+                      _verdict(powered["verdict"]), f"{powered['n_seeds']} ({powered['cap']})"]
+        cells.append(html.escape(reading_mark_text(_mark(entry), paper.get("mark_deciding"),
+                                                   paper.get("mark_alternatives"))))
         lines.append("<tr>" + "".join(f"<td>{cell}</td>" for cell in cells) + "</tr>")
     lines.append("</table>")
     return "\n".join(lines)
@@ -262,7 +200,8 @@ def multiverse_html(marks: pd.DataFrame) -> str:
     head = ["claim", "default", "mark", "opposite under", "differs under"]
     lines = ["<table>", "<tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>"]
     for _, row in marks.iterrows():
-        cells = [html.escape(str(row["statement"])), _verdict(row["default_verdict"]), html.escape(str(row["mark"])),
+        mark = mark_text(row["mark"], "", row.get("deciding"), row.get("affected"))
+        cells = [html.escape(str(row["statement"])), _verdict(row["default_verdict"]), html.escape(mark),
                  html.escape(str(row["opposite"] or "–")), html.escape(str(row["differs"] or "–"))]
         lines.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     lines.append("</table>")
@@ -289,8 +228,11 @@ def per_policy_html(per_policy: pd.DataFrame) -> str:
 
 def report_html(figures_dir: Path, claims: pd.DataFrame, powered: pd.DataFrame | None, provenance: str,
                 captions_dir: Path, calibration: pd.DataFrame | None = None,
-                multiverse: pd.DataFrame | None = None, per_policy: pd.DataFrame | None = None) -> str:
-    """The page; images are referred to by file name, beside the page."""
+                multiverse: pd.DataFrame | None = None, per_policy: pd.DataFrame | None = None,
+                summary: str | None = None) -> str:
+    """The page; images are referred to by file name, beside the page.
+    ``summary``: the README's generated claims summary (results.readme_summary),
+    shown at the top when given, so that both show each claim's same line."""
     rows = claims_rows(claims, powered)
     paper = paper_claims(rows)
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
@@ -300,12 +242,15 @@ def report_html(figures_dir: Path, claims: pd.DataFrame, powered: pd.DataFrame |
              f"<p>{_markdown_code(provenance)}</p>",
              "<p>Every number on this page comes from the pipeline's tables. Each claim has two readings: "
              "the paper's (its N seeds, the figures' runs) and the powered one (seeds added in looks until "
-             "the verdict is decided or the cap is reached, the error controlled across the looks). The mark "
-             "says whether every registered reading of the claim agrees (robust) or not "
-             "(reading-dependent); a check that cannot fail is marked by construction.</p>",
-             "<h2>The paper's claims at a glance</h2>", _claims_table(paper, with_statistic=False),
+             "the verdict is decided or the cap is reached, the error controlled across the looks); each "
+             "interval is the one its verdict used, labelled with its level. The readings mark is robust when "
+             "the primary reading decides and every alternative reading that decides agrees, "
+             "reading-dependent when one decides otherwise, undecided by the readings when the primary or "
+             "most alternatives decide nothing; a check that cannot fail is marked by construction.</p>",
+             "<h2>The paper's claims at a glance</h2>",
+             markdown_to_html(summary) if summary else _claims_table(paper, with_statistic=False),
              *(["<h3>Per policy</h3>", per_policy_html(per_policy)]
-               if per_policy is not None and len(per_policy) else []),
+               if per_policy is not None and len(per_policy) and not summary else []),
              "<ul>" + "".join(f'<li><a href="{href}">{html.escape(text)}</a></li>' for text, href in LINKS)
              + "</ul>"]
     for figure, title in SECTIONS:

@@ -290,7 +290,8 @@ def publish(source: Path, destination: Path, readme: Path) -> list[str]:
     for name in ("fig5_summary.md", "fig5_slopes.tsv", "fig7.md", "fig7.tsv", "claims_powered.tsv",
                  "claims_per_policy.tsv", "claims_confirmatory.tsv",
                  "claims_readings.tsv", "claims_readings.md", "calibration.tsv", "calibration.png",
-                 "tuning.tsv", "tuning_stage2.tsv", "fig8.md", "fig8.tsv", "fig8_marks.tsv", "fig8.png"):
+                 "tuning.tsv", "tuning_stage2.tsv", "fig8.md", "fig8.tsv", "fig8_marks.tsv", "fig8.png",
+                 "claims_design.tsv", "claims_replication.tsv"):
         if (source / name).exists():
             (destination / name).write_bytes((source / name).read_bytes())
             written.append(str(destination / name))
@@ -334,21 +335,39 @@ def sync_citation_version(citation: Path, version: str) -> list[str]:
 def readme_summary(folder: Path, marks_folder: Path | None = None) -> str:
     """The README's claims summary from the tables in ``folder`` (the
     figures folder, or docs/results/ once published): the claims, their
-    powered reading, the per-policy readings, Figure 8's marks and the
-    calibration's power where the folder has them. Figure 8's marks come from
-    ``marks_folder`` where ``folder`` has none (its own target, published
-    from an earlier run)."""
+    powered reading, the per-policy readings and the confirmatory study,
+    Figure 8's marks, the calibration's power, the claims' design (for the
+    size against δ) and the replication study's results where the folder has
+    them. Figure 8's marks and the replication come from ``marks_folder``
+    where ``folder`` has none (their own targets, published from other runs)."""
+    from ..analysis.claim_lines import read_design, read_replication
     from .report import claims_summary_markdown, read_claims, read_multiverse_marks
 
-    powered, per_policy = folder / "claims_powered.tsv", folder / "claims_per_policy.tsv"
-    marks, calibration = folder / "fig8_marks.tsv", folder / "calibration.tsv"
-    if not marks.exists() and marks_folder is not None:
-        marks = marks_folder / "fig8_marks.tsv"
-    return claims_summary_markdown(read_claims(folder / "claims.tsv"),
-                                   read_claims(powered) if powered.exists() else None,
-                                   read_claims(per_policy) if per_policy.exists() else None,
-                                   read_multiverse_marks(marks) if marks.exists() else None,
-                                   pd.read_csv(calibration, sep="\t") if calibration.exists() else None)
+    def found(name):
+        path = folder / name
+        if not path.exists() and marks_folder is not None and name in OWN_TARGETS:
+            path = marks_folder / name
+        return path if path.exists() else None
+
+    tables = {name: found(name) for name in ("claims_powered.tsv", "claims_per_policy.tsv", "fig8_marks.tsv",
+                                             "calibration.tsv", "claims_design.tsv", "claims_replication.tsv",
+                                             "claims_confirmatory.tsv")}
+
+    def claims_table(name):
+        return read_claims(tables[name]) if tables[name] else None
+
+    return claims_summary_markdown(
+        read_claims(folder / "claims.tsv"), claims_table("claims_powered.tsv"), claims_table("claims_per_policy.tsv"),
+        read_multiverse_marks(tables["fig8_marks.tsv"]) if tables["fig8_marks.tsv"] else None,
+        pd.read_csv(tables["calibration.tsv"], sep="\t") if tables["calibration.tsv"] else None,
+        design=read_design(tables["claims_design.tsv"]) if tables["claims_design.tsv"] else None,
+        replication=read_replication(tables["claims_replication.tsv"]),
+        confirmatory=claims_table("claims_confirmatory.tsv"))
+
+
+# Tables made by targets of their own, published from their own runs: a
+# publish without them reads the published ones
+OWN_TARGETS = ("fig8_marks.tsv", "claims_replication.tsv")
 
 
 def _splice_page(page: Path, block: str, text: str) -> list[str]:
