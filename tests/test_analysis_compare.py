@@ -200,7 +200,8 @@ def test_command_takes_both_comparisons_tables_and_a_mechanism_file(tmp_path, ca
                  "--mechanism", str(why), "--out", str(out)]) == 0
     text = out.read_text()
     assert "Changed verdicts: 3 of 5 comparisons." in text
-    assert "## Why the paths changed\n\nAt the first differing round the new projection's objective" in text
+    assert text.endswith("## Why the paths changed\n\nAt the first differing round the new projection's objective "
+                         "is lower by 1e-12.\n")
     assert main(["compare", str(old), str(new), "--new-comparisons", str(new_tsv)]) == 2
     assert "give both --old-comparisons and --new-comparisons" in capsys.readouterr().err
     assert main(["compare", str(old), str(new), "--mechanism", str(tmp_path / "none.md")]) == 2

@@ -276,8 +276,6 @@ def comparison_markdown(runs: pd.DataFrame, extra: dict, claims: pd.DataFrame | 
               for policy, row in by_policy.iterrows()]
     lines += ["", "Changed queue paths / runs per policy (run labels of one policy together) and instance family "
               "(the instance without its arrival rate, slack and pool variant):", ""] + changed_paths_table(runs)
-    if mechanism:
-        lines += ["", "## Why the paths changed", "", mechanism.strip()]
     lines += ["", "Per instance, horizon and run label: the mean regret (Q − Q* over all rounds) and the tail "
               "regret (over the last 10 % of rounds, within the final phase for a policy with a cutoff), "
               "each the mean over the paired seeds, old and new, and the paired difference new − old with "
@@ -318,4 +316,6 @@ def comparison_markdown(runs: pd.DataFrame, extra: dict, claims: pd.DataFrame | 
             lines += comparisons_markdown(comparisons)
     if claims is None and comparisons is not None:
         lines += comparisons_markdown(comparisons)
+    if mechanism:  # last: a heading would otherwise take in the tables after it
+        lines += ["", "## Why the paths changed", "", mechanism.strip()]
     return "\n".join(lines) + "\n"
