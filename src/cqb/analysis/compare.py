@@ -19,7 +19,8 @@ two claims tables (and, optionally, two readings tables) it lists every
 verdict on both sides; with two comparisons tables (claims_comparisons.tsv of
 the figures folder: every interval a claim's verdict combines, so one can
 change while the claim's stays) every comparison's verdict, value and
-interval on both sides. The changed paths are counted per policy and instance
+interval on both sides (for a tree made before the pipeline wrote that
+table: python -m bench.claims_comparisons TREE). The changed paths are counted per policy and instance
 family (:func:`instance_family`), and a Markdown file given as ``mechanism``
 (what a tool such as bench/projection_diff.py found at the rounds where paths
 part) goes in under "Why the paths changed".
