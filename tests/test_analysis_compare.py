@@ -202,6 +202,11 @@ def test_command_takes_both_comparisons_tables_and_a_mechanism_file(tmp_path, ca
     assert "Changed verdicts: 3 of 5 comparisons." in text
     assert text.endswith("## Why the paths changed\n\nAt the first differing round the new projection's objective "
                          "is lower by 1e-12.\n")
+    # the powered readings' table is a claims table (claim, value, verdict) of its own
+    assert main(["compare", str(old), str(new), "--old-powered", str(tmp_path / "old_claims.tsv"),
+                 "--new-powered", str(tmp_path / "new_claims.tsv"), "--out", str(out)]) == 0
+    assert "Changed verdicts: 0 of 1 powered readings." in out.read_text()
+    assert "Powered readings (fresh seeds, sequential looks): 1 in either table; 0 changed verdict." in out.read_text()
     assert main(["compare", str(old), str(new), "--new-comparisons", str(new_tsv)]) == 2
     assert "give both --old-comparisons and --new-comparisons" in capsys.readouterr().err
     assert main(["compare", str(old), str(new), "--mechanism", str(tmp_path / "none.md")]) == 2

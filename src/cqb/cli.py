@@ -169,6 +169,8 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--new-claims", help="the new claims table")
     compare.add_argument("--old-readings", help="the old registered readings table (claims_readings.tsv)")
     compare.add_argument("--new-readings", help="the new registered readings table")
+    compare.add_argument("--old-powered", help="the old powered readings table (claims_powered.tsv)")
+    compare.add_argument("--new-powered", help="the new powered readings table")
     compare.add_argument("--old-comparisons", help="the old comparisons table (claims_comparisons.tsv)")
     compare.add_argument("--new-comparisons", help="the new comparisons table")
     compare.add_argument("--mechanism", help="a Markdown file included under 'Why the paths changed'")
@@ -369,12 +371,13 @@ def _compare(args) -> int:
                                    comparison_markdown)
 
     try:
-        for what in ("claims", "readings", "comparisons"):
+        for what in ("claims", "readings", "powered", "comparisons"):
             if (getattr(args, f"old_{what}") is None) != (getattr(args, f"new_{what}") is None):
                 raise ValueError(f"give both --old-{what} and --new-{what}, or neither")
         mechanism = Path(args.mechanism).read_text() if args.mechanism else None
         runs, extra = compare_run_trees(Path(args.old), Path(args.new))
         claims = compare_claims(Path(args.old_claims), Path(args.new_claims)) if args.old_claims else None
+        powered = compare_claims(Path(args.old_powered), Path(args.new_powered)) if args.old_powered else None
         comparisons = (compare_comparisons(Path(args.old_comparisons), Path(args.new_comparisons))
                        if args.old_comparisons else None)
     except (OSError, ValueError) as error:
@@ -382,7 +385,7 @@ def _compare(args) -> int:
         return 2
     readings = (compare_readings(Path(args.old_readings), Path(args.new_readings))
                 if args.old_readings else None)
-    text = comparison_markdown(runs, extra, claims, readings, comparisons, mechanism)
+    text = comparison_markdown(runs, extra, claims, readings, comparisons, mechanism, powered)
     if args.out:
         atomic_write_text(Path(args.out), text)
     print(text)

@@ -2,6 +2,7 @@
 simulation code changed in the numbers.
 
 Usage: cqb compare OLD/results/runs NEW/results/runs [--old-claims OLD.tsv --new-claims NEW.tsv]
+                   [--old-readings … --new-readings …] [--old-powered … --new-powered …]
                    [--old-comparisons OLD.tsv --new-comparisons NEW.tsv] [--mechanism WHY.md]
                    [--out docs/results/code_change.md]
 
@@ -15,8 +16,8 @@ rounds; over the last 10 % of rounds, or of the final phase of a policy with a
 cutoff: the pipeline's own summary, cqb.analysis.summaries.run_summary) on
 either side, with the paired difference new − old over the seeds and its 95 %
 t interval (both sides play the same trace, so the difference is sharp). With
-two claims tables (and, optionally, two readings tables) it lists every
-verdict on both sides; with two comparisons tables (claims_comparisons.tsv of
+two claims tables (and, optionally, two readings tables and two powered
+tables, claims_powered.tsv) it lists every verdict on both sides; with two comparisons tables (claims_comparisons.tsv of
 the figures folder: every interval a claim's verdict combines, so one can
 change while the claim's stays) every comparison's verdict, value and
 interval on both sides (for a tree made before the pipeline wrote that
@@ -254,14 +255,15 @@ def _changed_count(table: pd.DataFrame | None, name: str) -> str | None:
 
 def comparison_markdown(runs: pd.DataFrame, extra: dict, claims: pd.DataFrame | None = None,
                         readings: pd.DataFrame | None = None, comparisons: pd.DataFrame | None = None,
-                        mechanism: str | None = None) -> str:
+                        mechanism: str | None = None, powered: pd.DataFrame | None = None) -> str:
     total, identical = int(runs["runs"].sum()), int(runs["identical_paths"].sum())
     lines = [f"Run files compared: {total} (paired by instance, horizon, policy, parameters and seed); code "
              f"{', '.join(extra['hashes']['old']) or '?'} (old) against {', '.join(extra['hashes']['new']) or '?'} "
              f"(new). The same queue path in {identical} of {total} runs "
              f"({100 * identical / total:.1f} %).", ""]
     counts = [c for c in (_changed_count(claims, "claims"), _changed_count(comparisons, "comparisons"),
-                          _changed_count(readings, "registered readings")) if c]
+                          _changed_count(readings, "registered readings"),
+                          _changed_count(powered, "powered readings")) if c]
     if counts:
         lines += [f"Changed verdicts: {', '.join(counts)}.", ""]
     superseded = extra.get("superseded", {})
@@ -300,7 +302,8 @@ def comparison_markdown(runs: pd.DataFrame, extra: dict, claims: pd.DataFrame | 
                   "| --- | ---: | ---: | ---: |"]
         lines += [f"| {c['run']} | {c['first_difference']} | {c['tail_regret_old']:.4g} | {c['tail_regret_new']:.4g} |"
                   for c in changes]
-    for name, table, columns in (("Claims", claims, ("claim",)), ("Registered readings", readings, ("claim", "reading"))):
+    for name, table, columns in (("Claims", claims, ("claim",)), ("Registered readings", readings, ("claim", "reading")),
+                                 ("Powered readings (fresh seeds, sequential looks)", powered, ("claim",))):
         if table is None:
             continue
         changed = table[table["verdict_old"] != table["verdict_new"]]
