@@ -8,8 +8,8 @@ import pandas as pd
 from cqb import __version__
 from cqb.analysis.aggregate import write_table
 from cqb.analysis.claim_lines import claims_design, design_of
-from cqb.analysis.claims import (HOLDS, FAILS, READINGS_HEADER, claims_markdown, claims_readings, evaluate_claims, per_policy_table,
-                                 readings_markdown, with_marks, with_powered)
+from cqb.analysis.claims import (HOLDS, FAILS, READINGS_HEADER, claims_markdown, claims_readings, comparisons_table,
+                                 evaluate_claims, per_policy_table, readings_markdown, with_marks, with_powered)
 from cqb.sim.code_hash import simulation_code_hash
 from cqb.io.files import atomic_write_text
 from cqb.pipeline.results import markdown_table, pool_checksums, provenance, provenance_line, results_summary
@@ -64,6 +64,8 @@ def main(smk):
                                for name, path in zip(smk.params.confirmatory_claims, smk.input.confirmatory_states)}
         write_table(per_policy_table(smk.params.specs, runs, smk.params.margins, powered_states, confirmatory_states),
                     smk.output.per_policy, smk.params.float_format)
+        write_table(comparisons_table(smk.params.specs, runs, smk.params.margins, powered_states, confirmatory_states),
+                    smk.output.comparisons, smk.params.float_format)
         write_table(readings, smk.output.readings_tsv, smk.params.float_format)
         atomic_write_text(smk.output.readings_md, readings_markdown(
             readings, f"{provenance_line(record)}\n\n{READINGS_HEADER}"))

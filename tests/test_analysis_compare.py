@@ -5,18 +5,19 @@ import pandas as pd
 import pytest
 
 from cqb.cli import main
-from cqb.analysis.compare import compare_claims, compare_readings, compare_run_trees, comparison_markdown, paired_interval
+from cqb.analysis.compare import (compare_claims, compare_comparisons, compare_readings, compare_run_trees,
+                                  comparison_markdown, instance_family, paired_interval)
 from cqb.sim.runfile import save_run
 from cqb.sim.simulate import RunResult
 
 SPEC = {"kind": "synthetic", "n_servers": 3, "dim": 2, "arrival_rate": 0.5, "slack": 0.1}
 
 
-def write(root, policy, seed, queue, oracle, label=None, **params):
+def write(root, policy, seed, queue, oracle, label=None, instance="inst", **params):
     queue, oracle = np.asarray(queue), np.asarray(oracle)
     metadata = {"seed": seed, "policy": policy, "policy_params": params}
     result = RunResult(queue, oracle, np.zeros(queue.shape), np.zeros(queue.shape, dtype=bool), metadata)
-    save_run(root / "inst" / "T10" / (label or policy) / f"seed{seed}.npz", result)
+    save_run(root / instance / "T10" / (label or policy) / f"seed{seed}.npz", result)
 
 
 def trees(tmp_path):
@@ -144,3 +145,94 @@ def test_tail_regret_is_the_pipelines_own_window_for_a_policy_with_a_cutoff(tmp_
         write(tmp_path / root, "cqb_eta2", 0, queue, oracle, cutoff=19)
     runs, _ = compare_run_trees(tmp_path / "old", tmp_path / "new")
     assert runs.loc[0, "tail_regret_old"] == runs.loc[0, "tail_regret_new"] == 0.0
+
+
+COMPARISON_COLUMNS = ["claim", "source", "comparison", "policies", "value", "ci_low", "ci_high", "n", "verdict",
+                      "decided_at_n"]
+
+
+def comparison_tables(tmp_path):
+    """dim_slower stays inconclusive while its 5→10 comparison turns from inconclusive to a tie."""
+    old = [["dim_slower", "figures", "cqb_opt 5→10", "cqb_opt", 0.6, 0.26, 0.88, 10, "inconclusive", None],
+           ["dim_slower", "figures", "cqb_opt 10→20", "cqb_opt", 0.33, 0.07, 0.7, 10, "inconclusive", None],
+           ["dim_slower", "powered", "cqb_opt 5→10", "cqb_opt", 0.68, 0.61, 0.75, 217, "holds", 217],
+           ["dim_slower", "powered", "cqb_opt 3→5", "cqb_opt", 0.8, 0.6, 0.9, 20, "holds", 20]]
+    new = [["dim_slower", "figures", "cqb_opt 5→10", "cqb_opt", 0.5, 0.4, 0.6, 10, "tie within δ", None],
+           ["dim_slower", "figures", "cqb_opt 10→20", "cqb_opt", 0.35, 0.09, 0.72, 10, "inconclusive", None],
+           ["dim_slower", "powered", "cqb_opt 5→10", "cqb_opt", 0.68, 0.61, 0.75, 217, "holds", 217],
+           ["dim_slower", "confirmatory", "cqb_opt 10→20", "cqb_opt", 0.39, 0.32, 0.47, 217, "does not hold", 217]]
+    for name, rows in (("old", old), ("new", new)):
+        pd.DataFrame(rows, columns=COMPARISON_COLUMNS).to_csv(tmp_path / f"{name}_comparisons.tsv", sep="\t",
+                                                             index=False)
+        pd.DataFrame([["dim_slower", 0.33, "inconclusive"]], columns=["claim", "value", "verdict"]).to_csv(
+            tmp_path / f"{name}_claims.tsv", sep="\t", index=False)
+    return tmp_path / "old_comparisons.tsv", tmp_path / "new_comparisons.tsv"
+
+
+def test_a_comparison_that_changed_under_an_unchanged_claim_is_listed_and_counted(tmp_path):
+    old_tsv, new_tsv = comparison_tables(tmp_path)
+    comparisons = compare_comparisons(old_tsv, new_tsv)
+    assert list(comparisons["verdict_old"]) == ["inconclusive", "inconclusive", "holds", "holds", "absent"]
+    assert list(comparisons["verdict_new"]) == ["tie within δ", "inconclusive", "holds", "absent", "does not hold"]
+    claims = compare_claims(tmp_path / "old_claims.tsv", tmp_path / "new_claims.tsv")
+    old, new = trees(tmp_path)
+    text = comparison_markdown(*compare_run_trees(old, new), claims, None, comparisons)
+    assert "Changed verdicts: 0 of 1 claims, 3 of 5 comparisons." in text
+    assert ("changed verdict: `dim_slower` (figures) cqb_opt 5→10: inconclusive → tie within δ; "
+            "`dim_slower` (powered) cqb_opt 3→5: holds → absent; "
+            "`dim_slower` (confirmatory) cqb_opt 10→20: absent → does not hold.") in text
+    assert ("| dim_slower | figures | cqb_opt 5→10 | inconclusive | tie within δ | 0.6 [0.26, 0.88] n=10 | "
+            "0.5 [0.4, 0.6] n=10 | **yes** |") in text
+    assert ("| dim_slower | powered | cqb_opt 5→10 | holds | holds | 0.68 [0.61, 0.75] n=217 | "
+            "0.68 [0.61, 0.75] n=217 |  |") in text  # every comparison, changed or not
+    assert ("| dim_slower | figures | cqb_opt 10→20 | inconclusive | inconclusive | 0.33 [0.07, 0.7] n=10 | "
+            "0.35 [0.09, 0.72] n=10 |  |") in text  # a new value under the same verdict is no change
+    assert "| dim_slower | confirmatory | cqb_opt 10→20 | absent | does not hold |  | 0.39 [0.32, 0.47] n=217 |" in text
+
+
+def test_command_takes_both_comparisons_tables_and_a_mechanism_file(tmp_path, capsys):
+    old_tsv, new_tsv = comparison_tables(tmp_path)
+    old, new = trees(tmp_path)
+    why = tmp_path / "why.md"
+    why.write_text("At the first differing round the new projection's objective is lower by 1e-12.\n")
+    out = tmp_path / "report.md"
+    assert main(["compare", str(old), str(new), "--old-comparisons", str(old_tsv), "--new-comparisons", str(new_tsv),
+                 "--mechanism", str(why), "--out", str(out)]) == 0
+    text = out.read_text()
+    assert "Changed verdicts: 3 of 5 comparisons." in text
+    assert text.endswith("## Why the paths changed\n\nAt the first differing round the new projection's objective "
+                         "is lower by 1e-12.\n")
+    # the powered readings' table is a claims table (claim, value, verdict) of its own
+    assert main(["compare", str(old), str(new), "--old-powered", str(tmp_path / "old_claims.tsv"),
+                 "--new-powered", str(tmp_path / "new_claims.tsv"), "--out", str(out)]) == 0
+    assert "Changed verdicts: 0 of 1 powered readings." in out.read_text()
+    assert "Powered readings (fresh seeds, sequential looks): 1 in either table; 0 changed verdict." in out.read_text()
+    assert main(["compare", str(old), str(new), "--new-comparisons", str(new_tsv)]) == 2
+    assert "give both --old-comparisons and --new-comparisons" in capsys.readouterr().err
+    assert main(["compare", str(old), str(new), "--mechanism", str(tmp_path / "none.md")]) == 2
+    assert "none.md" in capsys.readouterr().err
+    assert main(["compare", str(old), str(new), "--old-comparisons", str(tmp_path / "old_claims.tsv"),
+                 "--new-comparisons", str(new_tsv)]) == 2
+    assert "is not a comparisons table" in capsys.readouterr().err.strip()
+
+
+def test_changed_paths_are_counted_per_policy_and_instance_family(tmp_path):
+    assert instance_family("synth_K5_d10_lam0.7_eps0.1_acc0.005") == "synth_K5_d10"
+    assert instance_family("pool_mnist-C10_lam0.15") == instance_family("pool_mnist_lam0.15") == "pool_mnist"
+    assert instance_family("pool_heart_disease_lam0.2") == "pool_heart_disease"
+    old, new = tmp_path / "old", tmp_path / "new"
+    same, oracle = [0, 1, 2, 1, 1, 2, 1, 1, 2, 1], [0] * 10
+    other = same[:4] + [2] * 6
+    d10, d5 = "synth_K5_d10_lam0.7_eps0.1_acc0.005", "synth_K5_d5_lam0.7_eps0.1_acc0.005"
+    for instance, label, seed, changed in [(d10, "cqb_opt", 0, True), (d10, "cqb_opt", 1, True),
+                                           (d10, "cqb_opt.bonus_scale0.1", 0, True), (d5, "cqb_opt", 0, False),
+                                           ("pool_mnist-C10_lam0.15", "cqb_eps", 0, True),
+                                           ("pool_mnist_lam0.15", "cqb_eps", 0, False)]:
+        policy = label.split(".")[0]
+        write(old, policy, seed, same, oracle, label=label, instance=instance, bonus_scale=label)
+        write(new, policy, seed, other if changed else same, oracle, label=label, instance=instance, bonus_scale=label)
+    text = comparison_markdown(*compare_run_trees(old, new))
+    assert "| policy | pool_mnist | synth_K5_d10 | synth_K5_d5 | all |" in text
+    assert "| cqb_opt |  | 3/3 | 0/1 | 3/4 |" in text  # both labels of CQB-Opt together, none of it on MNIST
+    assert "| cqb_eps | 1/2 |  |  | 1/2 |" in text  # a pool's variants together
+    assert "| all | 1/2 | 3/3 | 0/1 | 4/6 |" in text

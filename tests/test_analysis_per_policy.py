@@ -160,3 +160,24 @@ def test_the_readme_says_why_a_claim_stays_undecided_at_its_cap():
             "was 0.40 (calibration); per policy (↳ rows): cqb_opt does not hold (confirmatory).") in text
     # not at the cap yet: no such note (more registered seeds could still decide it)
     assert "stays inconclusive" not in claims_summary_markdown(claims, powered.assign(n_seeds=80), per_policy)
+
+
+def test_the_comparisons_table_lists_every_comparison_of_every_source():
+    from cqb.analysis.claims import check_claim, comparisons_table
+
+    runs = ordered_runs({("eps", "3"): [1] * 20, ("eps", "5"): list(range(10, 30)), ("opt", "3"): [5] * 20,
+                         ("opt", "5"): [4, 6] * 10})
+    powered = {"looks": [20, 40, 160], "comparisons": [record("eps 3→5", "eps", (0.7, 0.9), HOLDS, 20, look=0),
+                                                       record("opt 3→5", "opt", (0.34, 0.55), INCONCLUSIVE, 160, None)]}
+    confirmatory = {"dim__opt": {"looks": [217], "comparisons": [record("opt 3→5", "opt", (0.40, 0.49), FAILS, 217)]}}
+    table = comparisons_table([SPEC], {"synthetic_dim": runs}, {"ordered": 0.15}, {"dim": powered}, confirmatory)
+    figures = table[table["source"] == "figures"]
+    # both comparisons, not only the decisive one: the claim's verdict combines them
+    assert [(c.key, c.verdict, c.n) for c in check_claim(runs, SPEC, margin=0.15).comparisons] == \
+        list(zip(figures["comparison"], figures["verdict"], figures["n"]))
+    assert list(figures["policies"]) == ["eps", "opt"] and len(figures) == 2
+    powered_rows = table[table["source"] == "powered"].set_index("comparison")
+    assert powered_rows.loc["eps 3→5", "decided_at_n"] == 20  # the look's sample size, not its index
+    assert pd.isna(powered_rows.loc["opt 3→5", "decided_at_n"]) and powered_rows.loc["opt 3→5", "ci_high"] == 0.55
+    (row,) = table[table["source"] == "confirmatory"].itertuples()
+    assert (row.claim, row.comparison, row.verdict, row.n, row.decided_at_n) == ("dim__opt", "opt 3→5", FAILS, 217, 217)

@@ -210,6 +210,11 @@ def test_smoke_run_builds_the_confirmatory_study_and_the_per_policy_readings(smo
     assert by[("dim_slower", "cqb_opt")].source == "confirmatory"
     assert by[("dim_slower", "cqb_opt")].confirmatory_verdict == table["verdict"].iloc[0]
     assert by[("dim_slower", "cqb_eps")].by_construction and not by[("servers_slower", "cqb_eps")].by_construction
+    # every comparison of every source, one row each (what cqb compare sets side by side)
+    comparisons = pd.read_csv(figures / "claims_comparisons.tsv", sep="\t", keep_default_na=False)
+    assert set(comparisons["source"]) == {"figures", "powered", "confirmatory"}
+    assert comparisons.loc[comparisons["source"] == "confirmatory", "claim"].unique().tolist() == [name]
+    assert not comparisons.duplicated(["claim", "source", "comparison"]).any()
 
 
 def test_smoke_run_builds_figures_and_tables(smoke_run):

@@ -172,6 +172,11 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--new-claims", help="the new claims table")
     compare.add_argument("--old-readings", help="the old registered readings table (claims_readings.tsv)")
     compare.add_argument("--new-readings", help="the new registered readings table")
+    compare.add_argument("--old-powered", help="the old powered readings table (claims_powered.tsv)")
+    compare.add_argument("--new-powered", help="the new powered readings table")
+    compare.add_argument("--old-comparisons", help="the old comparisons table (claims_comparisons.tsv)")
+    compare.add_argument("--new-comparisons", help="the new comparisons table")
+    compare.add_argument("--mechanism", help="a Markdown file included under 'Why the paths changed'")
     compare.add_argument("--out", help="write the Markdown report here (atomically) as well")
     timed = commands.add_parser(
         "time", help="run a command and record its wall time and the machine's load in a timings table")
@@ -365,21 +370,25 @@ def run(args) -> int:
 
 def _compare(args) -> int:
     from .io.files import atomic_write_text
-    from .analysis.compare import compare_claims, compare_readings, compare_run_trees, comparison_markdown
+    from .analysis.compare import (compare_claims, compare_comparisons, compare_readings, compare_run_trees,
+                                   comparison_markdown)
 
     try:
-        if (args.old_claims is None) != (args.new_claims is None):
-            raise ValueError("give both --old-claims and --new-claims, or neither")
-        if (args.old_readings is None) != (args.new_readings is None):
-            raise ValueError("give both --old-readings and --new-readings, or neither")
+        for what in ("claims", "readings", "powered", "comparisons"):
+            if (getattr(args, f"old_{what}") is None) != (getattr(args, f"new_{what}") is None):
+                raise ValueError(f"give both --old-{what} and --new-{what}, or neither")
+        mechanism = Path(args.mechanism).read_text() if args.mechanism else None
         runs, extra = compare_run_trees(Path(args.old), Path(args.new))
         claims = compare_claims(Path(args.old_claims), Path(args.new_claims)) if args.old_claims else None
+        powered = compare_claims(Path(args.old_powered), Path(args.new_powered)) if args.old_powered else None
+        comparisons = (compare_comparisons(Path(args.old_comparisons), Path(args.new_comparisons))
+                       if args.old_comparisons else None)
     except (OSError, ValueError) as error:
         print(f"cqb: error: {error}", file=sys.stderr)
         return 2
     readings = (compare_readings(Path(args.old_readings), Path(args.new_readings))
                 if args.old_readings else None)
-    text = comparison_markdown(runs, extra, claims, readings)
+    text = comparison_markdown(runs, extra, claims, readings, comparisons, mechanism, powered)
     if args.out:
         atomic_write_text(Path(args.out), text)
     print(text)

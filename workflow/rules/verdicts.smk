@@ -80,17 +80,14 @@ rule claims:
         tuning=f"{RESULTS}/tuning/choices.tsv" if TUNING_EXPERIMENTS else [],
         powered=POWERED_TABLE if POWERED else [],
         powered_readings=POWERED_READINGS if POWERED else [],
-        # the per-policy readings: the powered last looks and the confirmatory study
-        powered_states=[
-            f"{RESULTS}/powered/{spec.name}/final.json"
-            for spec in CLAIM_SPECS
-            if spec.per_policy and spec.name in POWERED
-        ],
+        # the per-policy readings and the comparisons table: the powered last looks and the confirmatory study
+        powered_states=[f"{RESULTS}/powered/{name}/final.json" for name in POWERED],
         confirmatory_states=CONFIRMATORY_STATES,
         confirmatory=CONFIRMATORY_TABLE if CONFIRMATORY else [],
     output:
         tsv=f"{FIGURES}/claims.tsv",
         per_policy=f"{FIGURES}/claims_per_policy.tsv",
+        comparisons=f"{FIGURES}/claims_comparisons.tsv",
         readings_tsv=f"{FIGURES}/claims_readings.tsv",
         design=f"{FIGURES}/claims_design.tsv",
         readings_md=report(
@@ -116,7 +113,7 @@ rule claims:
         float_format=config["aggregate"]["float_format"],
         margins=config["claim_margins"],
         registry_hash=registry_hash(config),
-        powered_state_claims=[spec.name for spec in CLAIM_SPECS if spec.per_policy and spec.name in POWERED],
+        powered_state_claims=list(POWERED),
         confirmatory_claims=list(CONFIRMATORY),
         sweeps={name: curves[0].sweep_param for name, curves in PLAN.curves.items() if curves},
     script:

@@ -338,3 +338,39 @@ def per_policy_table(specs: Sequence[ClaimSpec], runs_tables: Mapping[str, pd.Da
             rows += per_policy_rows(spec, runs_tables[spec.experiment], _margin(margins, spec.kind),
                                     (powered_states or {}).get(spec.name), confirmatory_states)
     return pd.DataFrame(rows, columns=list(PER_POLICY_COLUMNS))
+
+
+COMPARISON_COLUMNS = ("claim", "source", "comparison", "policies", "value", "ci_low", "ci_high", "n", "verdict",
+                      "decided_at_n")
+
+
+def _state_rows(claim: str, source: str, state: Mapping) -> list[dict]:
+    looks = state.get("looks") or []
+    return [{"claim": claim, "source": source, "comparison": r["key"],
+             "policies": " ".join(dict.fromkeys(u[0] for u in r["units"])), "value": r["value"],
+             "ci_low": math.nan if r["ci_low"] is None else r["ci_low"],
+             "ci_high": math.nan if r["ci_high"] is None else r["ci_high"], "n": r["n"], "verdict": r["verdict"],
+             "decided_at_n": looks[r["decided_at"]] if r.get("decided_at") is not None else None}
+            for r in state["comparisons"]]
+
+
+def comparisons_table(specs: Sequence[ClaimSpec], runs_tables: Mapping[str, pd.DataFrame], margins,
+                      powered_states: Mapping[str, Mapping] | None = None,
+                      confirmatory_states: Mapping[str, Mapping] | None = None) -> pd.DataFrame:
+    """Every comparison behind the claims' verdicts, one row each (a claim's
+    verdict combines them, so one can change while the claim's stays): at the
+    figures' seeds (source ``figures``), in the powered reading's last look
+    (``powered``; ``decided_at_n``: the look that decided it) and in the
+    confirmatory study (``confirmatory``, claim named as its table names it)."""
+    rows = []
+    for spec in specs:
+        comparisons, _, _ = claim_comparisons(runs_tables[spec.experiment], spec, margin=_margin(margins, spec.kind))
+        rows += [{"claim": spec.name, "source": "figures", "comparison": c.key,
+                  "policies": " ".join(dict.fromkeys(u[0] for u in c.units)), "value": c.value,
+                  "ci_low": c.ci_low, "ci_high": c.ci_high, "n": c.n, "verdict": c.verdict, "decided_at_n": None}
+                 for c in comparisons]
+        if spec.name in (powered_states or {}):
+            rows += _state_rows(spec.name, "powered", powered_states[spec.name])
+    for name, state in (confirmatory_states or {}).items():
+        rows += _state_rows(name, "confirmatory", state)
+    return pd.DataFrame(rows, columns=list(COMPARISON_COLUMNS))

@@ -2,6 +2,8 @@
 simulation code changed in the numbers.
 
 Usage: cqb compare OLD/results/runs NEW/results/runs [--old-claims OLD.tsv --new-claims NEW.tsv]
+                   [--old-readings … --new-readings …] [--old-powered … --new-powered …]
+                   [--old-comparisons OLD.tsv --new-comparisons NEW.tsv] [--mechanism WHY.md]
                    [--out docs/results/code_change.md]
 
 Pairs the run files by what they ran — instance folder, horizon, policy, its
@@ -14,13 +16,21 @@ rounds; over the last 10 % of rounds, or of the final phase of a policy with a
 cutoff: the pipeline's own summary, cqb.analysis.summaries.run_summary) on
 either side, with the paired difference new − old over the seeds and its 95 %
 t interval (both sides play the same trace, so the difference is sharp). With
-two claims tables (and, optionally, two readings tables) it lists every
-verdict on both sides.
+two claims tables (and, optionally, two readings tables and two powered
+tables, claims_powered.tsv) it lists every verdict on both sides; with two comparisons tables (claims_comparisons.tsv of
+the figures folder: every interval a claim's verdict combines, so one can
+change while the claim's stays) every comparison's verdict, value and
+interval on both sides (for a tree made before the pipeline wrote that
+table: python -m bench.claims_comparisons TREE). The changed paths are counted per policy and instance
+family (:func:`instance_family`), and a Markdown file given as ``mechanism``
+(what a tool such as bench/projection_diff.py found at the rounds where paths
+part) goes in under "Why the paths changed".
 """
 
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from pathlib import Path
 
@@ -157,13 +167,105 @@ def compare_claims(old_tsv: Path, new_tsv: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+COMPARISON_KEY = ["claim", "source", "comparison"]
+
+
+def compare_comparisons(old_tsv: Path, new_tsv: Path) -> pd.DataFrame:
+    """Every comparison of two comparisons tables (claims_comparisons.tsv),
+    keyed by claim, source and comparison, in the tables' order: verdict,
+    value, interval and n on both sides (verdict ``absent`` where one lacks it)."""
+    tables = {}
+    for side, path in (("old", old_tsv), ("new", new_tsv)):
+        table = pd.read_csv(path, sep="\t")
+        missing = sorted({*COMPARISON_KEY, "verdict", "value", "ci_low", "ci_high", "n"} - set(table.columns))
+        if missing:
+            raise ValueError(f"{path} is not a comparisons table (claims_comparisons.tsv): it lacks {missing}")
+        tables[side] = table.set_index(COMPARISON_KEY)
+    rows = []
+    for key in dict.fromkeys([*tables["old"].index, *tables["new"].index]):
+        row = dict(zip(COMPARISON_KEY, key))
+        for side, table in tables.items():
+            found = table.loc[key] if key in table.index else None
+            row[f"verdict_{side}"] = "absent" if found is None else found["verdict"]
+            for column in ("value", "ci_low", "ci_high", "n"):
+                row[f"{column}_{side}"] = None if found is None else found[column]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def instance_family(instance: str) -> str:
+    """An instance folder without its arrival rate, slack and the like, and
+    without a pool's variant: synth_K5_d10_lam0.7_eps0.1_acc0.005 → synth_K5_d10,
+    pool_mnist-C10_lam0.15 → pool_mnist."""
+    return re.sub(r"_lam.*$", "", instance).split("-")[0]
+
+
+def changed_paths_table(runs: pd.DataFrame) -> list[str]:
+    """Markdown: changed queue paths / runs per policy (a run label without
+    its parameter suffix) and instance family, with totals."""
+    table = runs.assign(policy=runs["policy"].str.split(".", n=1).str[0], family=runs["instance"].map(instance_family),
+                        changed=runs["runs"] - runs["identical_paths"])
+    sums = table.groupby(["policy", "family"])[["changed", "runs"]].sum()
+    families = sorted(table["family"].unique())
+    policies = sorted(table["policy"].unique())
+
+    def cell(rows):
+        return f"{int(rows['changed'].sum())}/{int(rows['runs'].sum())}" if len(rows) else ""
+
+    lines = ["| policy | " + " | ".join(families) + " | all |", "| --- |" + " ---: |" * (len(families) + 1)]
+    for policy in policies + ["all"]:
+        mine = table if policy == "all" else table[table["policy"] == policy]
+        cells = [cell(mine[mine["family"] == family]) if policy == "all" or (policy, family) in sums.index else ""
+                 for family in families]
+        lines.append(f"| {policy} | " + " | ".join(cells) + f" | {cell(mine)} |")
+    return lines
+
+
+def _interval_text(value, low, high, n) -> str:
+    if value is None or pd.isna(value):
+        return ""
+    interval = "" if low is None or pd.isna(low) else \
+        f" [{format_number(low, 3, missing='')}, {format_number(high, 3, missing='')}]"
+    count = "" if n is None or pd.isna(n) else f" n={int(n)}"
+    return f"{format_number(value, 4, missing='')}{interval}{count}"
+
+
+def comparisons_markdown(table: pd.DataFrame) -> list[str]:
+    changed = table[table["verdict_old"] != table["verdict_new"]]
+    names = "; ".join(f"`{r.claim}` ({r.source}) {r.comparison}: {r.verdict_old} → {r.verdict_new}"
+                      for r in changed.itertuples())
+    lines = ["", f"Comparisons (every interval a claim's verdict combines, at the figures' seeds, in the powered "
+             f"reading's last look and in the confirmatory study): {len(table)} in either table; {len(changed)} "
+             f"changed verdict{': ' + names if names else ''}.", "",
+             "| claim | source | comparison | verdict old | verdict new | old: value [interval] n | "
+             "new: value [interval] n | changed |", "| --- | --- | --- | --- | --- | ---: | ---: | --- |"]
+    for row in table.itertuples():
+        mark = "**yes**" if row.verdict_old != row.verdict_new else ""
+        lines.append(f"| {row.claim} | {row.source} | {row.comparison} | {row.verdict_old} | {row.verdict_new} | "
+                     f"{_interval_text(row.value_old, row.ci_low_old, row.ci_high_old, row.n_old)} | "
+                     f"{_interval_text(row.value_new, row.ci_low_new, row.ci_high_new, row.n_new)} | {mark} |")
+    return lines
+
+
+def _changed_count(table: pd.DataFrame | None, name: str) -> str | None:
+    if table is None:
+        return None
+    return f"{int((table['verdict_old'] != table['verdict_new']).sum())} of {len(table)} {name}"
+
+
 def comparison_markdown(runs: pd.DataFrame, extra: dict, claims: pd.DataFrame | None = None,
-                        readings: pd.DataFrame | None = None) -> str:
+                        readings: pd.DataFrame | None = None, comparisons: pd.DataFrame | None = None,
+                        mechanism: str | None = None, powered: pd.DataFrame | None = None) -> str:
     total, identical = int(runs["runs"].sum()), int(runs["identical_paths"].sum())
     lines = [f"Run files compared: {total} (paired by instance, horizon, policy, parameters and seed); code "
              f"{', '.join(extra['hashes']['old']) or '?'} (old) against {', '.join(extra['hashes']['new']) or '?'} "
              f"(new). The same queue path in {identical} of {total} runs "
              f"({100 * identical / total:.1f} %).", ""]
+    counts = [c for c in (_changed_count(claims, "claims"), _changed_count(comparisons, "comparisons"),
+                          _changed_count(readings, "registered readings"),
+                          _changed_count(powered, "powered readings")) if c]
+    if counts:
+        lines += [f"Changed verdicts: {', '.join(counts)}.", ""]
     superseded = extra.get("superseded", {})
     if any(superseded.values()):
         lines += [f"Superseded (an older file that ran the same as a newer one, left out): "
@@ -175,6 +277,8 @@ def comparison_markdown(runs: pd.DataFrame, extra: dict, claims: pd.DataFrame | 
     lines += ["| policy | runs | same queue path |", "| --- | ---: | ---: |"]
     lines += [f"| {policy} | {int(row.runs)} | {int(row.identical_paths)} ({100 * row.identical_paths / row.runs:.0f} %) |"
               for policy, row in by_policy.iterrows()]
+    lines += ["", "Changed queue paths / runs per policy (run labels of one policy together) and instance family "
+              "(the instance without its arrival rate, slack and pool variant):", ""] + changed_paths_table(runs)
     lines += ["", "Per instance, horizon and run label: the mean regret (Q − Q* over all rounds) and the tail "
               "regret (over the last 10 % of rounds, within the final phase for a policy with a cutoff), "
               "each the mean over the paired seeds, old and new, and the paired difference new − old with "
@@ -198,7 +302,8 @@ def comparison_markdown(runs: pd.DataFrame, extra: dict, claims: pd.DataFrame | 
                   "| --- | ---: | ---: | ---: |"]
         lines += [f"| {c['run']} | {c['first_difference']} | {c['tail_regret_old']:.4g} | {c['tail_regret_new']:.4g} |"
                   for c in changes]
-    for name, table, columns in (("Claims", claims, ("claim",)), ("Registered readings", readings, ("claim", "reading"))):
+    for name, table, columns in (("Claims", claims, ("claim",)), ("Registered readings", readings, ("claim", "reading")),
+                                 ("Powered readings (fresh seeds, sequential looks)", powered, ("claim",))):
         if table is None:
             continue
         changed = table[table["verdict_old"] != table["verdict_new"]]
@@ -211,4 +316,10 @@ def comparison_markdown(runs: pd.DataFrame, extra: dict, claims: pd.DataFrame | 
             lines.append(f"| {names} | {row.verdict_old} | {row.verdict_new} | "
                          f"{format_number(row.value_old, 4, missing='')} | {format_number(row.value_new, 4, missing='')} | "
                          f"{mark} |")
+        if name == "Claims" and comparisons is not None:
+            lines += comparisons_markdown(comparisons)
+    if claims is None and comparisons is not None:
+        lines += comparisons_markdown(comparisons)
+    if mechanism:  # last: a heading would otherwise take in the tables after it
+        lines += ["", "## Why the paths changed", "", mechanism.strip()]
     return "\n".join(lines) + "\n"
