@@ -19,6 +19,8 @@ from cqb.analysis.calibration import Shape, sequential_procedure
 from cqb.analysis.claims import (FAILS, HOLDS, INCONCLUSIVE, TIE, ClaimSpec, claim_comparisons, fail_level,
                                  interval_verdict, two_level_verdict)
 from cqb.analysis.powered import PoweredClaim, evaluate_look
+from cqb.analysis.verdict_rules import (BEYOND_MARGIN, NO_MARGIN, NO_SIZE, WITHIN_NOT_EXCLUDED, size_against_margin,
+                                        size_label)
 
 # ------------------------------------------------------- the rule, written out
 
@@ -233,3 +235,44 @@ def test_the_simulated_procedure_stops_where_the_powered_reading_stops(procedure
                                                fail_level(claim.confidence, m))
     expected = (record["ci_low"], record["ci_high"])
     assert (low[0], high[0]) == pytest.approx(expected, rel=1e-12, abs=1e-12, nan_ok=True)
+
+
+# ------------------------------------------------------- the size against δ
+
+
+def reference_size(low, high, threshold, margin):
+    """docs/verdicts.md, "Size against δ", as plain Python."""
+    if not (math.isfinite(low) and math.isfinite(high)) or not (low > threshold or high < threshold):
+        return NO_SIZE  # decides no side
+    if margin <= 0:
+        return NO_MARGIN
+    if low > threshold:
+        return BEYOND_MARGIN if low > threshold + margin else WITHIN_NOT_EXCLUDED
+    return BEYOND_MARGIN if high < threshold - margin else WITHIN_NOT_EXCLUDED
+
+
+@settings(max_examples=300, deadline=None)
+@given(design=designs())
+def test_the_size_against_the_margin_follows_the_rule_and_only_sizes_decided_intervals(design):
+    t, margin, upward = design["threshold"], design["margin"], design["upward"]
+    rows = np.array(design["rows"], dtype=np.float64)
+    sizes = size_against_margin(rows[:, 0], rows[:, 1], t, margin, upward)
+    for (low, high, *_), size in zip(design["rows"], sizes):
+        assert size == reference_size(low, high, t, margin) == size_label(low, high, t, margin, not upward)
+        verdict = interval_verdict(low, high, t, margin, upward)
+        # a size only for an interval deciding a side; never for a tie or an inconclusive one
+        assert (size != NO_SIZE) == (verdict in (HOLDS, FAILS)), (low, high, verdict, size)
+        if size == BEYOND_MARGIN:  # no effect within δ of the threshold lies in the interval
+            assert low > t + margin or high < t - margin
+
+
+def test_the_size_band_is_open_like_the_tie_band():
+    # servers_slower: 0.672 [0.509, 0.81] holds, but 0.509 lies inside 0.5 ± 0.15
+    assert size_label(0.509, 0.81, 0.5, 0.15) == WITHIN_NOT_EXCLUDED
+    assert size_label(0.65, 0.81, 0.5, 0.15) == WITHIN_NOT_EXCLUDED  # touching +δ
+    assert size_label(0.651, 0.81, 0.5, 0.15) == BEYOND_MARGIN
+    assert size_label(0.2, 0.35, 0.5, 0.15) == WITHIN_NOT_EXCLUDED  # touching −δ, below
+    assert size_label(0.2, 0.349, 0.5, 0.15) == BEYOND_MARGIN
+    assert size_label(0.36, 0.64, 0.5, 0.15) == NO_SIZE  # a tie keeps no size
+    assert size_label(0.1, 0.2, 1.0, 0.0) == NO_MARGIN
+    assert size_label(math.nan, 0.2, 1.0, 0.1) == NO_SIZE

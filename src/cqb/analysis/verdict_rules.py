@@ -13,7 +13,9 @@ reading (:mod:`cqb.analysis.powered`) and the calibration study
   level split over the claim's comparisons);
 * :func:`decided`: the stopping rule (a comparison stops at the first look
   whose verdict is not inconclusive);
-* :func:`combine`, :func:`decisive`: a claim's verdict from its comparisons'.
+* :func:`combine`, :func:`decisive`: a claim's verdict from its comparisons';
+* :func:`size_against_margin`: whether a decided interval also excludes every
+  effect within the margin δ (the effect matters by the registered margin).
 
 Each rule is written once, vectorised over rows; the scalar forms
 (:func:`interval_verdict`, :func:`two_level_verdict`,
@@ -28,6 +30,10 @@ HOLDS, FAILS, INCONCLUSIVE, TIE = "holds", "does not hold", "inconclusive", "tie
 NOT_TESTABLE = "not testable at this T"
 VERDICTS = (HOLDS, FAILS, TIE, INCONCLUSIVE, NOT_TESTABLE)
 DECIDED = (HOLDS, FAILS, TIE, NOT_TESTABLE)  # a comparison stops at these
+# the size of a decided effect against the margin δ (size_against_margin)
+BEYOND_MARGIN, WITHIN_NOT_EXCLUDED = "beyond δ", "size within δ not excluded"
+NO_MARGIN, NO_SIZE = "no margin (δ = 0)", ""
+SIZES = (BEYOND_MARGIN, WITHIN_NOT_EXCLUDED, NO_MARGIN, NO_SIZE)
 
 
 def interval_verdicts(low, high, threshold, margin=0.0, upward=True) -> np.ndarray:
@@ -50,6 +56,37 @@ def interval_verdicts(low, high, threshold, margin=0.0, upward=True) -> np.ndarr
     out[np.where(upward, below, above)] = FAILS
     out[np.where(upward, above, below)] = HOLDS
     return out
+
+
+def size_against_margin(low, high, threshold, margin=0.0, upward=True) -> np.ndarray:
+    """The size of each interval's effect against the margin δ (arrays; every
+    argument broadcasts), for an interval that decides a side of ``threshold``:
+    "beyond δ" when it lies entirely beyond threshold ± ``margin`` on that side
+    (strictly, as the verdicts), "size within δ not excluded" when it reaches
+    into the band; "no margin (δ = 0)" for a decided interval of a kind with no
+    margin. An interval that decides no side (a tie, inconclusive, a non-finite
+    end) gets no size: "". The size is the same on either side, so ``upward``
+    (accepted so that calls mirror :func:`interval_verdicts`) does not change it;
+    call it with the interval the verdict used (the Bonferroni level's for
+    "does not hold")."""
+    low, high, threshold, margin, _ = np.broadcast_arrays(
+        np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64),
+        np.asarray(threshold, dtype=np.float64), np.asarray(margin, dtype=np.float64),
+        np.asarray(upward, dtype=bool))
+    finite = np.isfinite(low) & np.isfinite(high)
+    above = finite & (low > threshold)
+    below = finite & ~above & (high < threshold)
+    beyond = (above & (low > threshold + margin)) | (below & (high < threshold - margin))
+    out = np.full(low.shape, NO_SIZE, dtype=object)
+    out[above | below] = WITHIN_NOT_EXCLUDED
+    out[beyond] = BEYOND_MARGIN
+    out[(above | below) & ~(margin > 0)] = NO_MARGIN
+    return out
+
+
+def size_label(low, high, threshold, margin=0.0, upward=True) -> str:
+    """:func:`size_against_margin` of one interval."""
+    return str(size_against_margin(low, high, threshold, margin, upward).reshape(-1)[0])
 
 
 def two_level_verdicts(narrow, wide) -> np.ndarray:
