@@ -62,6 +62,8 @@ rule all:
         f"{FIGURES}/report.html",
         # Figure 8 is its own target (`multiverse`) unless multiverse.in_all
         lambda wildcards: MULTIVERSE_FILES if MULTIVERSE and config["multiverse"]["in_all"] else [],
+        # the replication study is its own target (`replication`) unless replication.in_all
+        lambda wildcards: [REPLICATION_TABLE] if REPLICATION and config["replication"]["in_all"] else [],
 
 
 include: "workflow/rules/simulate.smk"
@@ -69,6 +71,7 @@ include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/verdicts.smk"
 include: "workflow/rules/multiverse.smk"
+include: "workflow/rules/replication.smk"
 include: "workflow/rules/fig7.smk"
 include: "workflow/rules/report.smk"
 
