@@ -1,0 +1,143 @@
+"""The replication study (cqb.analysis.replication, cqb.pipeline.replication):
+the mean comparison's power against simulating the rule, the shrunken
+effect, the result rule, the published tables read back, and the
+registration (config.yaml's replication block) against the analysis's output."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from conftest import REPO
+from cqb.analysis.power import mean_power, smallest_size, spread_from_interval
+from cqb.analysis.replication import (CONTRADICTED, NOT_REPLICATED, REPLICATED, Observed, parse_comparison,
+                                      replication_result, shrunken)
+from cqb.analysis.verdict_rules import (BEYOND_MARGIN, FAILS, HOLDS, INCONCLUSIVE, TIE, WITHIN_NOT_EXCLUDED,
+                                        comparison_verdicts, correct_verdicts, procedure_levels)
+
+CONFIG = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+
+
+def simulated_mean_power(mean, sd, n, alpha, margin, m, replications=40000, seed=3):
+    """The same power by simulating the study with the known-sd t interval the analysis assumes."""
+    from scipy.stats import t as student
+
+    rng = np.random.default_rng(seed)
+    estimate = rng.normal(mean, sd / np.sqrt(n), replications)
+    confidence, fail_confidence = procedure_levels(alpha, 1, m)
+    half = student.ppf(1 - (1 - confidence) / 2, n - 1) * sd / np.sqrt(n)
+    wide = student.ppf(1 - (1 - fail_confidence) / 2, n - 1) * sd / np.sqrt(n)
+    verdicts = comparison_verdicts(estimate - half, estimate + half, estimate - wide, estimate + wide, 0.0,
+                                   margin, True)
+    return np.isin(verdicts.astype(str), list(correct_verdicts(mean, margin, 0.0, True))).mean()
+
+
+@pytest.mark.parametrize("mean, sd, n", [(0.0333, 0.23, 275), (0.0, 0.25, 330), (0.08, 0.3, 60),
+                                         (-0.02, 0.2, 150)])
+def test_mean_power_equals_the_simulated_rule(mean, sd, n):
+    exact = mean_power(mean, sd, [n], 0.05, 0.05, 6)[0]
+    assert exact == pytest.approx(simulated_mean_power(mean, sd, n, 0.05, 0.05, 6), abs=4 * np.sqrt(0.25 / 40000))
+
+
+def test_the_spread_read_off_an_interval_gives_back_its_width():
+    from scipy.stats import t as student
+
+    sd = spread_from_interval(0.0333, 0.222, 40, 0.9875)
+    half = student.ppf(1 - 0.0125 / 2, 39) * sd / np.sqrt(40)
+    assert 2 * half == pytest.approx(0.222 - 0.0333)
+
+
+def test_smallest_size_needs_the_power_to_stay():
+    power = np.zeros(200)
+    power[50:] = 0.95
+    power[60] = 0.5  # a dip: N = 50 does not stay above for the next 25 sizes
+    assert smallest_size(lambda seeds: power[seeds], 0.9, 150, stay=25) == 61
+    assert smallest_size(lambda seeds: power[seeds], 0.9, 60, stay=25) is None
+
+
+def test_parse_the_published_comparisons():
+    share = parse_comparison("cqb_opt 10→20: 65/141 [0.36, 0.57] tie within δ (n=160)", 0.9875)
+    assert (share.key, share.verdict, share.n, share.moved, share.counted) == ("cqb_opt 10→20", TIE, 160, 65, 141)
+    mean = parse_comparison("cqb_eps_opt − cqb_eps: 0.109 [0.0333, 0.222] holds (n=40)", 0.9875)
+    assert (mean.key, mean.verdict, mean.n, mean.ci_low, mean.value) == ("cqb_eps_opt − cqb_eps", HOLDS, 40,
+                                                                         0.0333, 0.109)
+    stall = parse_comparison("cqb_opt: 20/2000 [0.006, 0.016] holds; stalled seeds: 60006 (n=2000)", 0.975)
+    assert (stall.moved, stall.counted, stall.verdict) == (20, 2000, HOLDS)
+    fails = parse_comparison("cqb_opt 10→20: 68/174 [0.32, 0.47] does not hold (n=217)", 0.95)
+    assert fails.verdict == FAILS
+
+
+def test_the_shrunken_effect_is_the_bound_nearest_the_threshold():
+    held = Observed("x", HOLDS, 40, 0.9875, 0.109, 0.0333, 0.222)
+    assert shrunken(held, 0.0, True) == 0.0333
+    failed = Observed("x", FAILS, 217, 0.95, 68 / 174, 0.32, 0.47, 68, 174)
+    assert 0.46 < shrunken(failed, 0.5, True) < 0.47  # the exact bound recomputed from the counts
+    assert shrunken(Observed("x", TIE, 160, 0.9875, 0.46, 0.36, 0.57, 65, 141), 0.5, True) == 0.5
+    below = Observed("x", HOLDS, 2000, 0.975, 0.01, 0.0057, 0.0162)  # a rate below its bound
+    assert shrunken(below, 0.02, False) == 0.0162
+
+
+@pytest.mark.parametrize("original, replication, original_size, replication_size, result", [
+    (HOLDS, HOLDS, WITHIN_NOT_EXCLUDED, BEYOND_MARGIN, REPLICATED),
+    (FAILS, FAILS, WITHIN_NOT_EXCLUDED, WITHIN_NOT_EXCLUDED, REPLICATED),
+    (HOLDS, FAILS, BEYOND_MARGIN, BEYOND_MARGIN, CONTRADICTED),
+    (FAILS, HOLDS, WITHIN_NOT_EXCLUDED, WITHIN_NOT_EXCLUDED, CONTRADICTED),
+    (HOLDS, TIE, BEYOND_MARGIN, "", CONTRADICTED),  # it excluded every effect within δ; the replication puts it there
+    (HOLDS, TIE, WITHIN_NOT_EXCLUDED, "", NOT_REPLICATED),  # both admit a small effect on the claim's side
+    (HOLDS, INCONCLUSIVE, BEYOND_MARGIN, "", NOT_REPLICATED),
+    (TIE, TIE, "", "", REPLICATED),
+    (TIE, HOLDS, "", BEYOND_MARGIN, CONTRADICTED),
+    (TIE, HOLDS, "", WITHIN_NOT_EXCLUDED, NOT_REPLICATED),
+])
+def test_the_result_rule(original, replication, original_size, replication_size, result):
+    assert replication_result(original, replication, original_size, replication_size) == result
+
+
+def test_every_decided_verdict_of_the_published_tables_is_registered():
+    from cqb.pipeline.replication import entry_name, source_targets
+
+    targets = source_targets(CONFIG, REPO)
+    names = [t.name for t in targets]
+    registered = [entry_name(e) for e in CONFIG["replication"]["claims"]]
+    assert names == registered
+    powered = pd.read_csv(REPO / "docs/results/claims_powered.tsv", sep="\t")
+    by_construction = {e["name"] for e in CONFIG["claims"] if e.get("by_construction")}
+    decided = set(powered.loc[powered["verdict"].isin([HOLDS, FAILS, TIE]), "claim"]) - by_construction
+    assert {t.claim for t in targets if not t.policy} == decided
+    heart = next(t for t in targets if t.name == "eps_best_heart__replication")
+    assert heart.size == WITHIN_NOT_EXCLUDED and len(heart.comparisons) == 6
+
+
+def _same_to_rounding(left, right) -> bool:
+    if isinstance(left, dict) and isinstance(right, dict):
+        return left.keys() == right.keys() and all(_same_to_rounding(left[k], right[k]) for k in left)
+    if isinstance(left, list) and isinstance(right, list):
+        return len(left) == len(right) and all(map(_same_to_rounding, left, right))
+    if isinstance(left, float) and isinstance(right, float):
+        return math.isclose(left, right, rel_tol=1e-9, abs_tol=1e-12)
+    return type(left) is type(right) and left == right
+
+
+@pytest.mark.slow
+def test_the_registration_is_the_power_analysis_output():
+    """config.yaml's replication sizes are the analysis of the published tables, not typed numbers."""
+    from cqb.pipeline.replication import POWER_FILE, entry_name, registered_analysis
+
+    analyses = registered_analysis(CONFIG, REPO)
+    recorded = json.loads((REPO / "config" / POWER_FILE).read_text())
+    assert _same_to_rounding(recorded, json.loads(json.dumps(analyses)))
+    study = CONFIG["replication"]
+    for entry in study["claims"]:
+        analysis = analyses[entry_name(entry)]
+        assert entry["seeds"] == analysis["seeds"]  # not a hand-typed number
+        assert study["min_seeds"] <= entry["seeds"] <= study["max_seeds"]
+        if analysis["reached"]:
+            assert analysis["power_bound"] >= study["power"]
+    # Heart and Coupon decide: a correct verdict at the shrunken effect and a tie at no effect, each ≥ power
+    for name in ("eps_best_heart__replication", "eps_best_coupon__replication"):
+        assert analyses[name]["reached"] and analyses[name]["power_tie_at_threshold"] >= study["power"]
