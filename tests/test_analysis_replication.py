@@ -141,3 +141,31 @@ def test_the_registration_is_the_power_analysis_output():
     # Heart and Coupon decide: a correct verdict at the shrunken effect and a tie at no effect, each ≥ power
     for name in ("eps_best_heart__replication", "eps_best_coupon__replication"):
         assert analyses[name]["reached"] and analyses[name]["power_tie_at_threshold"] >= study["power"]
+
+
+def test_the_replication_simulated_whole_has_the_registered_power_and_rarely_replicates_a_null():
+    # an ordered claim's decisive comparison (signs, a fifth of the seeds tied): the calibration's
+    # powered-then-replicated procedure, at the null and at the shrunken effect, against the exact
+    # power of the one-look study (cqb.analysis.power) at the registered size
+    from cqb.analysis.calibration import Shape, calibrate_replication
+    from cqb.analysis.power import Effect, comparison_power
+
+    signs = np.array([1.0] * 6 + [-1.0] * 2 + [0.0] * 2)
+    shape = Shape("c", "ordered", "p 3→5", signs, 0.5, 0.15, True, 3)
+    design = {"seeds": 120, "alpha": 0.1, "effect": 0.56}  # the study's own α, not the powered design's
+    rows = {r["scenario"]: r for r in calibrate_replication(shape, (20, 40, 80, 160), 0.05, design, 4000, 11)}
+    null, shrunk = rows["replication null"], rows["replication shrunken"]
+    assert null["type1_ok"] and null["type1_error"] <= 0.1 + 2 * null["type1_se"]
+    assert null["looks"] == "20 40 80 160 + 120" and shrunk["mean_seeds"] == 120
+    exact = comparison_power(Effect("p 3→5", 6, 8, 10), [120], 0.1, 0.15, 3, share=0.56)[0]
+    assert shrunk["power"] == pytest.approx(exact, abs=4 * np.sqrt(0.25 / 4000))
+    assert 0 < rows["replication within δ"]["type1_error"] < 1  # a small true effect: sometimes replicated as holding
+
+
+def test_the_calibration_reads_the_registered_designs():
+    from cqb.pipeline.replication import POWER_FILE, calibration_designs
+
+    designs = calibration_designs(CONFIG, REPO / "config" / POWER_FILE)
+    entries = {e["name"]: e["seeds"] for e in CONFIG["replication"]["claims"] if not e.get("policy")}
+    assert {name: d["seeds"] for name, d in designs.items()} == entries
+    assert designs["eps_best_heart"]["effect"] < 0.05  # the shrunken effect lies within δ

@@ -131,6 +131,25 @@ def replication_table(config: Mapping, root: Path, figures: Path, states: Mappin
     return replication_rows(targets, originals, states)
 
 
+def calibration_designs(config: Mapping, record: Path) -> dict[str, dict]:
+    """{claim: its registered claim-level replication (seeds, alpha, the
+    shrunken effect of its decisive comparison)} from the registration's
+    record ``record`` (config/replication_power.json), for the calibration;
+    {} without a record."""
+    if not record.exists():
+        return {}
+    analyses = json.loads(record.read_text())
+    registered = {entry_name(e): int(e["seeds"]) for e in (config.get("replication") or {}).get("claims", [])}
+    designs = {}
+    for name, analysis in analyses.items():
+        if analysis["policy"] or name not in registered:
+            continue
+        effect = next(row["effect"] for row in analysis["comparisons_power"]
+                      if row["comparison"] == analysis["decisive"])
+        designs[analysis["claim"]] = {"seeds": registered[name], "alpha": analysis["alpha"], "effect": effect}
+    return designs
+
+
 def main(argv=None) -> int:
     import yaml
 
