@@ -11,7 +11,7 @@ from cqb.pipeline.replication import replication_table
 def main(smk):
     with open(smk.log[0], "w") as log:
         states = {name: json.loads(Path(path).read_text()) for name, path in zip(smk.params.claims, smk.input.states)}
-        table = replication_table(smk.params.config, Path.cwd(), Path(smk.input.powered).parent, states)
+        table = replication_table(smk.params.config, Path(smk.input.powered).parent, states)
         write_table(table, smk.output.table, smk.params.float_format)
         print(table.to_string(index=False), file=log)
 

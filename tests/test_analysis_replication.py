@@ -169,3 +169,25 @@ def test_the_calibration_reads_the_registered_designs():
     entries = {e["name"]: e["seeds"] for e in CONFIG["replication"]["claims"] if not e.get("policy")}
     assert {name: d["seeds"] for name, d in designs.items()} == entries
     assert designs["eps_best_heart"]["effect"] < 0.05  # the shrunken effect lies within δ
+
+
+def test_the_table_sets_each_original_against_its_replication(tmp_path):
+    from cqb.analysis.replication import REPLICATION_COLUMNS
+    from cqb.pipeline.replication import replication_table
+
+    config = {"claims": [{"name": "heart", "kind": "best"}, {"name": "dim", "kind": "ordered"}],
+              "claim_margins": {"best": 0.05, "ordered": 0.15},
+              "replication": {"claims": [{"name": "heart", "seeds": 5}, {"name": "dim", "policy": "p", "seeds": 4}]}}
+    (tmp_path / "claims_powered.tsv").write_text(
+        "claim\tverdict\tn_seeds\tci_low\tci_high\nheart\tholds\t40\t0.03\t0.22\ndim\tinconclusive\t160\t0.46\t0.68\n")
+    (tmp_path / "claims_per_policy.tsv").write_text(
+        "claim\tpolicy\tverdict\tn_seeds\tci_low\tci_high\ndim\tp\tdoes not hold\t217\t0.32\t0.47\n")
+    states = {"heart__replication": {"verdict": TIE, "value": 0.01, "ci_low": -0.03, "ci_high": 0.04,
+                                     "confidence": 0.95, "n": 5},
+              "dim__p__replication": {"verdict": HOLDS, "value": 0.7, "ci_low": 0.6, "ci_high": 0.8,
+                                      "confidence": 0.95, "n": 4}}
+    table = replication_table(config, tmp_path, states)
+    assert tuple(table.columns) == REPLICATION_COLUMNS
+    assert table[["claim", "policy", "original_verdict", "original_n", "replication_n", "result"]].values.tolist() == [
+        ["heart", "", HOLDS, 40, 5, NOT_REPLICATED],  # a tie against a holds that left sizes within δ open
+        ["dim", "p", FAILS, 217, 4, CONTRADICTED]]

@@ -17,6 +17,7 @@ record of where each sample size comes from.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Mapping
 from dataclasses import replace
@@ -25,7 +26,8 @@ from pathlib import Path
 import pandas as pd
 
 from ..analysis.powered import PoweredClaim, claim_units
-from ..analysis.replication import replication_rows, replication_targets, target_analysis
+from ..analysis.replication import (Target, kind_bound, replication_rows, replication_targets,
+                                    target_analysis)
 from .experiments import config_error
 
 POWER_FILE = "replication_power.json"
@@ -117,17 +119,25 @@ def original_verdicts(powered: pd.DataFrame, per_policy: pd.DataFrame) -> dict[s
     return originals
 
 
-def replication_table(config: Mapping, root: Path, figures: Path, states: Mapping[str, Mapping]) -> pd.DataFrame:
+def replication_table(config: Mapping, figures: Path, states: Mapping[str, Mapping]) -> pd.DataFrame:
     """claims_replication.tsv: each registered entry's original verdict (this
     run's tables in ``figures``) against its replication (``states``: name →
-    its one look's state); thresholds and margins from the registration."""
-    registered = {entry_name(e) for e in (config.get("replication") or {}).get("claims", [])}
-    targets = [t for t in source_targets(config, root) if t.name in registered]
-    missing = registered - {t.name for t in targets}
-    if missing:
-        raise ValueError(f"replication entries {sorted(missing)} are no decided verdict of the published tables")
+    its one look's state), judged against the claim kind's threshold and
+    registered margin."""
+    entries = {e["name"]: e for e in config.get("claims", [])}
+    margins = config.get("claim_margins") or {}
     originals = original_verdicts(read_table(figures / "claims_powered.tsv"),
                                   read_table(figures / "claims_per_policy.tsv"))
+    targets = []
+    for entry in (config.get("replication") or {}).get("claims", []):
+        name, claim = entry_name(entry), entries[entry["name"]]
+        if name not in originals:
+            raise ValueError(f"replication entry {name}: {figures} has no original verdict for it")
+        original = originals[name]
+        threshold, upward = kind_bound(claim)
+        targets.append(Target(entry["name"], entry.get("policy") or "", claim["kind"], original["verdict"],
+                              int(original["n"]), math.nan, float(original["ci_low"]), float(original["ci_high"]),
+                              (), threshold, upward, float(margins.get(claim["kind"], 0.0))))
     return replication_rows(targets, originals, states)
 
 
