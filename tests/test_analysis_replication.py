@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from conftest import REPO
+from test_analysis_power import _same_to_rounding
 from cqb.analysis.power import mean_power, smallest_size, spread_from_interval
 from cqb.analysis.replication import (CONTRADICTED, NOT_REPLICATED, REPLICATED, Observed, parse_comparison,
                                       replication_result, shrunken)
@@ -111,16 +112,6 @@ def test_every_decided_verdict_of_the_published_tables_is_registered():
     assert {t.claim for t in targets if not t.policy} == decided
     heart = next(t for t in targets if t.name == "eps_best_heart__replication")
     assert heart.size == WITHIN_NOT_EXCLUDED and len(heart.comparisons) == 6
-
-
-def _same_to_rounding(left, right) -> bool:
-    if isinstance(left, dict) and isinstance(right, dict):
-        return left.keys() == right.keys() and all(_same_to_rounding(left[k], right[k]) for k in left)
-    if isinstance(left, list) and isinstance(right, list):
-        return len(left) == len(right) and all(map(_same_to_rounding, left, right))
-    if isinstance(left, float) and isinstance(right, float):
-        return math.isclose(left, right, rel_tol=1e-9, abs_tol=1e-12)
-    return type(left) is type(right) and left == right
 
 
 @pytest.mark.slow

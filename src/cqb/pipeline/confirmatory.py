@@ -45,6 +45,17 @@ def registered_analysis(config: Mapping) -> dict:
     return analyses
 
 
+def entry_claim(by_name: Mapping, entry: Mapping, key: str):
+    """The registry's claim a study's entry names, checked: the claim exists
+    and runs the entry's policy (if it names one)."""
+    if entry["name"] not in by_name:
+        config_error(f"{key}.name", entry["name"], f"not a claim ({', '.join(by_name)})")
+    base = by_name[entry["name"]]
+    if entry.get("policy") and entry["policy"] not in base.policies:
+        config_error(f"{key}.policy", entry["policy"], f"not a policy of claim {base.name} ({list(base.policies)})")
+    return base
+
+
 def confirmatory_claims(config: Mapping, plan, specs) -> dict[str, PoweredClaim]:
     """The confirmatory claims of the config, each a one-look PoweredClaim on
     its policy and sweep values of the registry's claim; checked: the claim
@@ -56,11 +67,7 @@ def confirmatory_claims(config: Mapping, plan, specs) -> dict[str, PoweredClaim]
     claims = {}
     for index, entry in enumerate(confirmatory.get("claims", [])):
         key = f"confirmatory.claims[{index}]"
-        if entry["name"] not in by_name:
-            config_error(f"{key}.name", entry["name"], f"not a claim ({', '.join(by_name)})")
-        base = by_name[entry["name"]]
-        if entry["policy"] not in base.policies:
-            config_error(f"{key}.policy", entry["policy"], f"not a policy of claim {base.name} ({list(base.policies)})")
+        base = entry_claim(by_name, entry, key)
         if float(entry["margin"]) != float(margins.get(base.kind, 0.0)):
             config_error(f"{key}.margin", entry["margin"],
                          f"must be the registered δ of kind {base.kind} (claim_margins: {margins.get(base.kind, 0.0)})")

@@ -28,6 +28,7 @@ import pandas as pd
 from ..analysis.powered import PoweredClaim, claim_units
 from ..analysis.replication import (Target, kind_bound, replication_rows, replication_targets,
                                     target_analysis)
+from .confirmatory import entry_claim
 from .experiments import config_error
 
 POWER_FILE = "replication_power.json"
@@ -76,12 +77,8 @@ def replication_claims(config: Mapping, plan, specs) -> dict[str, PoweredClaim]:
     claims = {}
     for index, entry in enumerate(study.get("claims", [])):
         key = f"replication.claims[{index}]"
-        if entry["name"] not in by_name:
-            config_error(f"{key}.name", entry["name"], f"not a claim ({', '.join(by_name)})")
-        base = by_name[entry["name"]]
+        base = entry_claim(by_name, entry, key)
         policy = entry.get("policy") or ""
-        if policy and policy not in base.policies:
-            config_error(f"{key}.policy", policy, f"not a policy of claim {base.name} ({list(base.policies)})")
         seeds = int(entry["seeds"])
         if not 1 < seeds <= cap:
             config_error(f"{key}.seeds", seeds, f"must lie in 2 … replication.max_seeds ({cap})")
