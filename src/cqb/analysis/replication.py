@@ -187,7 +187,8 @@ def _power_at(target: Target, observed: Observed, effect: float, alpha: float, m
     return np.concatenate([[0.0, 0.0], curve])
 
 
-def target_analysis(target: Target, alpha: float, power: float, cap: int, stay: int = 25) -> dict:
+def target_analysis(target: Target, alpha: float, power: float, cap: int, stay: int = 25,
+                    band_points: int = 5) -> dict:
     """The registration's power analysis of one target. Its sample size is
     the smallest N ≤ ``cap`` (else the cap) meeting both: (a) at the
     comparisons' shrunken effects the claim's power bound reaches ``power``
@@ -195,8 +196,9 @@ def target_analysis(target: Target, alpha: float, power: float, cap: int, stay: 
     correct; a "does not hold" needs one of its failing comparisons, so the
     best-powered of those); (b) where the decisive comparison's interval
     reaches into the tie band (its size within δ not excluded), its power of
-    a tie at the threshold itself (no effect) reaches ``power`` too, so the
-    study decides wherever in the band the effect lies."""
+    a correct verdict reaches ``power`` at each of ``band_points`` effects
+    from the threshold itself (no effect: only a tie is correct) to its
+    shrunken effect, so the study decides wherever in the band it lies."""
     m = len(target.comparisons)
     judged = [c for c in target.comparisons if c.verdict != NOT_TESTABLE]
     if target.verdict == FAILS:
@@ -211,10 +213,11 @@ def target_analysis(target: Target, alpha: float, power: float, cap: int, stay: 
     decisive, effect = min(shrunk, key=lambda pair: abs(pair[1] - target.threshold))
     size = str(size_against_margin(decisive.ci_low, decisive.ci_high, target.threshold, target.margin,
                                    target.upward).reshape(-1)[0])
-    at_threshold = None
+    band = None
     if target.margin > 0 and size != BEYOND_MARGIN:
-        at_threshold = _power_at(target, decisive, target.threshold, alpha, m, limit)
-    both = joint if at_threshold is None else np.minimum(joint, at_threshold)
+        band = np.min([_power_at(target, decisive, float(point), alpha, m, limit)
+                       for point in np.linspace(target.threshold, effect, band_points)], axis=0)
+    both = joint if band is None else np.minimum(joint, band)
     n = smallest_size(lambda seeds: both[seeds], power, cap, stay)
     reached = n is not None
     n = cap if n is None else n
@@ -225,7 +228,7 @@ def target_analysis(target: Target, alpha: float, power: float, cap: int, stay: 
             "original_n": target.n, "seeds": n, "reached": reached, "cap": cap, "alpha": alpha,
             "target": power, "margin": target.margin, "comparisons": m, "power_bound": float(joint[n]),
             "decisive": decisive.key, "decisive_size": size,
-            "power_tie_at_threshold": None if at_threshold is None else float(at_threshold[n]),
+            "band_power": None if band is None else float(band[n]),
             "comparisons_power": rows}
 
 
