@@ -7,7 +7,7 @@
 from cqb.pipeline.replication import replication_claims
 
 REPLICATION = replication_claims(config, PLAN, CLAIM_SPECS)
-REPLICATION_STATE = f"{RESULTS}/replication/{{claim}}/look0.json"
+REPLICATION_STATE = f"{RESULTS}/replication/{{claim}}/look{{look}}.json"
 REPLICATION_TABLE = f"{FIGURES}/claims_replication.tsv"
 
 
@@ -26,7 +26,7 @@ if REPLICATION:
         output:
             state=REPLICATION_STATE,
         log:
-            f"{LOGS}/replication/{{claim}}/look0.log",
+            f"{LOGS}/replication/{{claim}}/look{{look}}.log",
         priority: 20
         localrule: True
         conda:
@@ -41,7 +41,7 @@ if REPLICATION:
 
     rule replication_table:
         input:
-            states=[REPLICATION_STATE.format(claim=name) for name in REPLICATION],
+            states=[REPLICATION_STATE.format(claim=name, look=0) for name in REPLICATION],
             powered=POWERED_TABLE,
             per_policy=f"{FIGURES}/claims_per_policy.tsv",
         output:
