@@ -110,12 +110,14 @@ def current_analysis(config: Mapping, root: Path) -> dict:
     and the per-policy verdicts' combined error: a policy's verdict from the
     confirmatory study spends the powered design's α and then the study's,
     so by the union bound it errs with probability at most their sum."""
+    import pandas as pd
+
     from ..analysis.power import Effect, claim_power, comparison_power
-    from .replication import read_table
 
     confirmatory = config.get("confirmatory") or {}
     alpha = float(confirmatory.get("alpha", 0.05))
-    powered = read_table(root / "docs" / "results" / "claims_powered.tsv")
+    powered = pd.read_csv(root / "docs" / "results" / "claims_powered.tsv", sep="\t", keep_default_na=False,
+                          na_values=[""])
     out = {"per_policy_error_bound": float((config.get("powered") or {}).get("alpha", 0.05)) + alpha,
            "per_policy_error_bound_terms": {"powered.alpha": float((config.get("powered") or {}).get("alpha", 0.05)),
                                             "confirmatory.alpha": alpha}}
