@@ -112,6 +112,12 @@ def test_every_decided_verdict_of_the_published_tables_is_registered():
     assert {t.claim for t in targets if not t.policy} == decided
     heart = next(t for t in targets if t.name == "eps_best_heart__replication")
     assert heart.size == WITHIN_NOT_EXCLUDED and len(heart.comparisons) == 6
+    # a mean's spread: the larger of the powered interval's and the multiverse default cell's (fig8.tsv)
+    from cqb.analysis.replication import default_cells, spread
+
+    decisive = heart.comparisons[0]
+    cell = default_cells(pd.read_csv(REPO / "docs/results/fig8.tsv", sep="\t"))["eps_best_heart"][decisive.key]
+    assert decisive.sd == max(spread(decisive), spread(cell)) and spread(cell) > spread(decisive)
 
 
 @pytest.mark.slow

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -56,15 +56,17 @@ class Observed:
     ci_high: float
     moved: int | None = None  # shares: moved (or stalled) of counted
     counted: int | None = None
+    sd: float = math.nan  # a mean's per-seed spread, where set (else read off the interval)
 
 
-def parse_comparison(text: str, confidence: float) -> Observed:
+def parse_comparison(text: str, confidence: float, n_default: int = 0) -> Observed:
     """A comparison's text of a published table's ``detail``, e.g.
     ``cqb_opt 10→20: 65/141 [0.36, 0.57] tie within δ (n=160)`` or
     ``cqb_eps_opt − cqb_eps: 0.109 [0.0333, 0.222] holds (n=40)``."""
     key, _, rest = text.partition(": ")
     verdict = next(word for word in _VERDICT_WORDS if word in rest)
-    n = int(re.search(r"n=(\d+)", rest).group(1))
+    found = re.search(r"n=(\d+)", rest)
+    n = int(found.group(1)) if found else int(n_default)
     share = re.match(r"(\d+)/(\d+) \[([^,\]]+), ([^\]]+)\]", rest)
     if share:
         moved, counted = int(share.group(1)), int(share.group(2))
@@ -123,12 +125,43 @@ class Target:
                                        self.upward).reshape(-1)[0])
 
 
+def spread(observed: Observed) -> float:
+    """A mean comparison's per-seed spread read off its interval."""
+    return spread_from_interval(observed.ci_low, observed.ci_high, observed.n, observed.confidence)
+
+
+def default_cells(multiverse: pd.DataFrame | None) -> dict[str, dict[str, Observed]]:
+    """{claim: {comparison: Observed}} of the multiverse's default column
+    (fig8.tsv: fresh seeds of the same design)."""
+    cells = {}
+    if multiverse is None:
+        return cells
+    for _, row in multiverse[multiverse["alternative"] == "default"].iterrows():
+        parts = [p for p in str(row["detail"]).split("; ") if ": " in p]
+        cells[row["claim"]] = {c.key: c for c in (parse_comparison(p, float(row["confidence"]), int(row["n"]))
+                                                  for p in parts)}
+    return cells
+
+
+def with_spread(observed: Observed, kind: str, other: Observed | None) -> Observed:
+    """A mean comparison with the larger of its spread and that of the same
+    comparison in ``other`` (the multiverse's default cell): a skewed
+    difference's rare large values make one sample's spread unstable."""
+    if kind in SHARE_KINDS or not math.isfinite(observed.ci_low):
+        return observed
+    spreads = [spread(observed)] + ([spread(other)] if other is not None and math.isfinite(other.ci_low) else [])
+    return replace(observed, sd=max(spreads))
+
+
 def replication_targets(config: Mapping, powered: pd.DataFrame, per_policy: pd.DataFrame,
-                        confirmatory: pd.DataFrame | None) -> list[Target]:
+                        confirmatory: pd.DataFrame | None, multiverse: pd.DataFrame | None = None) -> list[Target]:
     """Every decided verdict of the published tables that is evidence (not
     marked by construction): each primary verdict of the powered reading,
     and each per-policy verdict (its comparisons from the confirmatory study
-    where it has one, the powered reading's otherwise)."""
+    where it has one, the powered reading's otherwise). A mean comparison's
+    spread: the larger of the powered reading's and the multiverse default
+    cell's (``multiverse``: fig8.tsv), where it has one."""
+    cells = default_cells(multiverse)
     entries = {e["name"]: e for e in config.get("claims", [])}
     margins = config.get("claim_margins") or {}
     decided = (HOLDS, FAILS, TIE)
@@ -143,7 +176,8 @@ def replication_targets(config: Mapping, powered: pd.DataFrame, per_policy: pd.D
             continue
         threshold, upward = kind_bound(entry)
         margin = float(margins.get(entry["kind"], 0.0))
-        comparisons = tuple(powered_comparisons(row))
+        cell = cells.get(row["claim"], {})
+        comparisons = tuple(with_spread(c, entry["kind"], cell.get(c.key)) for c in powered_comparisons(row))
         if row["verdict"] in decided:
             targets.append(Target(row["claim"], "", entry["kind"], row["verdict"], int(row["n_seeds"]),
                                   float(row["value"]), float(row["ci_low"]), float(row["ci_high"]), comparisons,
@@ -182,7 +216,7 @@ def _power_at(target: Target, observed: Observed, effect: float, alpha: float, m
         curve = comparison_power(base, seeds, alpha, target.margin, m, share=effect,
                                  threshold=target.threshold, upward=target.upward)
     else:
-        sd = spread_from_interval(observed.ci_low, observed.ci_high, observed.n, observed.confidence)
+        sd = observed.sd if math.isfinite(observed.sd) else spread(observed)
         curve = mean_power(effect, sd, seeds, alpha, target.margin, m, target.threshold, target.upward)
     return np.concatenate([[0.0, 0.0], curve])
 

@@ -32,7 +32,7 @@ from .confirmatory import entry_claim
 from .experiments import config_error
 
 POWER_FILE = "replication_power.json"
-SOURCE_TABLES = ("claims_powered.tsv", "claims_per_policy.tsv", "claims_confirmatory.tsv")
+SOURCE_TABLES = ("claims_powered.tsv", "claims_per_policy.tsv", "claims_confirmatory.tsv", "fig8.tsv")
 
 
 def entry_name(entry: Mapping) -> str:
@@ -47,9 +47,10 @@ def read_table(path: Path) -> pd.DataFrame:
 def source_targets(config: Mapping, root: Path):
     """The verdicts to replicate, from the published tables under ``root``."""
     source = root / (config.get("replication") or {}).get("source", "docs/results")
-    powered, per_policy, confirmatory = (source / name for name in SOURCE_TABLES)
+    powered, per_policy, confirmatory, multiverse = (source / name for name in SOURCE_TABLES)
     return replication_targets(config, read_table(powered), read_table(per_policy),
-                               read_table(confirmatory) if confirmatory.exists() else None)
+                               read_table(confirmatory) if confirmatory.exists() else None,
+                               read_table(multiverse) if multiverse.exists() else None)
 
 
 def registered_analysis(config: Mapping, root: Path) -> dict:
