@@ -6,7 +6,6 @@ registration (config.yaml's replication block) against the analysis's output."""
 from __future__ import annotations
 
 import json
-import math
 
 import numpy as np
 import pandas as pd
