@@ -222,11 +222,3 @@ class Estimator:
         """V_k, rebuilt from the data (the estimator itself keeps only V_k⁻¹)."""
         X = self.features[server, :self.counts[server]]
         return self.ridge * np.eye(self.dim) + X.T @ X
-
-    def width_column(self, server: int, contexts):
-        """‖x‖_{V_k⁻¹} for every row x of ``contexts`` (numpy)."""
-        return np.sqrt(((contexts @ self.design_inv[server]) * contexts).sum(axis=1))
-
-    def mean_column(self, server: int, contexts):
-        """μ(xᵀθ_k) for every row x of ``contexts`` (numpy)."""
-        return 0.5 * (1.0 + np.tanh(0.5 * (contexts @ self.theta[server])))
