@@ -21,7 +21,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 TESTS = ["tests/test_sim_core.py", "tests/test_sim_estimation.py", "tests/test_sim_policies.py",
-         "tests/test_sim_optimistic.py", "tests/test_sim_simulate.py", "tests/test_sim_parameters.py",
+         "tests/test_sim_projection.py", "tests/test_sim_optimistic.py", "tests/test_sim_simulate.py", "tests/test_sim_parameters.py",
          "tests/test_sim_instances.py"]
 # the kernels (cqb.sim.core.KERNELS), each mutant in the one whose text it changes
 ALGEBRA, PROJECTION, ESTIMATOR, SCORER, CHOOSERS, ROUNDS, SAMPLER = (
@@ -102,7 +102,19 @@ MUTANTS = [
     ("ball: projection never applied", ESTIMATOR, "self.project(k, norm, bound)", "pass"),
     ("V⁻¹ started from λ₀I instead of κλ₀I", ESTIMATOR, "self.inverses[:, 0] = np.eye(d) / self.ridge",
      "self.inverses[:, 0] = np.eye(d) / self.reg"),
-    ("Filippi: returns its (radial) start", PROJECTION, "for it in range(PROJECTION_MAX_ITER):", "for it in range(0):"),
+    ("Filippi: returns its (radial) start", PROJECTION, "        if it >= max_iter:\n            return False",
+     "        if True:\n            return False"),
+    ("Filippi: KKT residual with the multiplier's sign flipped", PROJECTION,
+     "component = p.grad[a] + 2.0 * nu * theta[to + a]", "component = p.grad[a] - 2.0 * nu * theta[to + a]"),
+    ("Filippi: stops on step length again (a step shorter than 1e-7, or 39 halvings)", PROJECTION,
+     "        for a in range(d):\n            theta[to + a] = p.trial[a]\n        value = trial_value\n",
+     "        step = 0.0\n        for a in range(d):\n            step += (p.trial[a] - theta[to + a]) ** 2\n"
+     "            theta[to + a] = p.trial[a]\n        value = trial_value\n"
+     "        if sqrt(step) <= 1e-7 * (1.0 + bound) or alpha < 1e-11:\n            p.steps = it\n            return True\n"),
+    ("Filippi: the solver's status ignored by the estimator", ESTIMATOR,
+     "                self.projection_unconverged += 1", "                pass"),
+    ("Filippi: the wrapper reports every solve converged", PROJECTION,
+     "return theta, bool(converged), int(work.steps)", "return theta, True, int(work.steps)"),
     ("Filippi: line search blind to the objective's rounding", PROJECTION, "PROJECTION_NOISE = 1e-13", "PROJECTION_NOISE = 0.0"),
     ("round loop: signals never asked for", ROUNDS, "if cython.compiled and t % SIGNAL_CHECK_ROUNDS == 0:",
      "if False:"),
