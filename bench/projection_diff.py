@@ -8,7 +8,8 @@ Each (policy, seed) run is played by both trees on the same trace (drawn by
 each tree from the seed, the same bits), through the plugin loop so that every
 estimator update is seen: after each update that projected, the server's θ_k
 is recorded. A run whose queue path Q(t) differs between the trees is
-"changed". For the first few changed runs, at the first update whose
+"changed". For the first few runs whose projections changed (those whose
+path changed first), at the first update whose
 projection differs (the states before it are the same in both trees: the
 data, θ̂ and V⁻¹ do not depend on the projection, and the paths agree until
 then), the problem is rebuilt here and both trees' θ_k are scored on it: the
@@ -158,10 +159,10 @@ def main(argv: list[str] | None = None) -> int:
         keys = [(name, seed) for seed in args.seeds]
         moved = [key for key in keys if not np.array_equal(old[key][0], new[key][0])]
         projections_moved = [key for key in keys if _first_difference(old[key][1], new[key][1]) is not None]
-        changed += moved
+        changed += moved + [key for key in projections_moved if key not in moved]  # the moved paths first
         print(f"| {name} | {len(keys)} | {len(moved)} | {len(projections_moved)} |")
     print("\nAt the first update whose projection differs (both trees' θ_k scored on the same problem):\n")
-    print("| policy | seed | round | server | n | S/‖θ̂‖ | f old | f new | KKT old | KKT new |")
+    print("| policy | seed | round | server | n | S/‖θ̂‖ | f old | (f new − f old)/f old | KKT old | KKT new |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for key in changed[:args.show]:
         first = _first_difference(old[key][1], new[key][1])
@@ -172,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         f_old, kkt_old = objective_and_kkt(X, mle, design_inv, reg, bound, theta_old)
         f_new, kkt_new = objective_and_kkt(X, mle, design_inv, reg, bound, theta_new)
         print(f"| {key[0]} | {key[1]} | {t} | {server} | {X.shape[0]} | {bound / np.linalg.norm(mle):.6f} | "
-              f"{f_old:.6g} | {f_new:.6g} | {kkt_old:.2g} | {kkt_new:.2g} |")
+              f"{f_old:.6g} | {(f_new - f_old) / f_old:.2g} | {kkt_old:.2g} | {kkt_new:.2g} |")
     return 0
 
 
