@@ -12,7 +12,7 @@ from cqb.analysis.summaries import curve_summaries, summarise_curves
 from cqb.pipeline.results import results_summary
 from cqb.sim.core import core
 from cqb.sim.estimation import LogisticEstimator, filippi_projection
-from cqb.sim.runfile import save_run
+from cqb.sim.runfile import load_run, save_run
 from cqb.sim.simulate import simulate
 from conftest import curve_of
 from reference_math import estimator_params, fit_logistic
@@ -149,3 +149,17 @@ def test_the_estimator_counts_capped_solves():
         assert est.projections > 20
         counts.append(est.projection_unconverged)
     assert counts[0] > 0 and counts[1] == 0
+
+
+def test_the_run_log_says_how_many_projections_did_not_converge(monkeypatch, tmp_path, capsys):
+    from cqb.cli import main
+
+    _capped_estimator(monkeypatch, 1)
+    out = tmp_path / "r.npz"
+    assert main(["run", "--policy", "cqb_opt", "--seed", "2", "--horizon", "300", "--n-servers", "2", "--dim", "3",
+                 "--set", "norm_bound=0.3", "--out", str(out)]) == 0
+    metadata = load_run(out)["metadata"]
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert metadata["projection_unconverged"] > 0
+    assert (f", {metadata['projection_unconverged']} of {metadata['projections']} projections not converged, "
+            in last)
