@@ -21,8 +21,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 TESTS = ["tests/test_sim_core.py", "tests/test_sim_estimation.py", "tests/test_sim_policies.py",
-         "tests/test_sim_optimistic.py", "tests/test_sim_simulate.py", "tests/test_sim_parameters.py",
-         "tests/test_sim_instances.py"]
+         "tests/test_sim_projection.py", "tests/test_sim_optimistic.py", "tests/test_sim_simulate.py",
+         "tests/test_sim_parameters.py", "tests/test_sim_instances.py"]
 KERNEL_SOURCES = tuple(f"src/cqb/sim/_{name}.py" for name in
                        ("algebra", "projection", "estimator", "scorer", "choosers", "rounds", "sampler"))
 CORE = "the kernel that holds its text"  # a mutant's file, found by kernel_of
@@ -97,7 +97,19 @@ MUTANTS = [
     ("ball: projection never applied", CORE, "self.project(k, norm, bound)", "pass"),
     ("V⁻¹ started from λ₀I instead of κλ₀I", CORE, "self.inverses[:, 0] = np.eye(d) / self.ridge",
      "self.inverses[:, 0] = np.eye(d) / self.reg"),
-    ("Filippi: returns its (radial) start", CORE, "for it in range(PROJECTION_MAX_ITER):", "for it in range(0):"),
+    ("Filippi: returns its (radial) start", CORE, "        if it >= max_iter:\n            return False",
+     "        if True:\n            return False"),
+    ("Filippi: KKT residual with the multiplier's sign flipped", CORE,
+     "component = p.grad[a] + 2.0 * nu * theta[to + a]", "component = p.grad[a] - 2.0 * nu * theta[to + a]"),
+    ("Filippi: stops on step length again (a step shorter than 1e-7, or 39 halvings)", CORE,
+     "        for a in range(d):\n            theta[to + a] = p.trial[a]\n        value = trial_value\n",
+     "        step = 0.0\n        for a in range(d):\n            step += (p.trial[a] - theta[to + a]) ** 2\n"
+     "            theta[to + a] = p.trial[a]\n        value = trial_value\n"
+     "        if sqrt(step) <= 1e-7 * (1.0 + bound) or alpha < 1e-11:\n            p.steps = it\n            return True\n"),
+    ("Filippi: the solver's status ignored by the estimator", CORE,
+     "                self.projection_unconverged += 1", "                pass"),
+    ("Filippi: the wrapper reports every solve converged", CORE,
+     "return theta, bool(converged), int(work.steps)", "return theta, True, int(work.steps)"),
     ("Filippi: line search blind to the objective's rounding", CORE, "PROJECTION_NOISE = 1e-13", "PROJECTION_NOISE = 0.0"),
     ("round loop: signals never asked for", CORE, "if cython.compiled and t % SIGNAL_CHECK_ROUNDS == 0:",
      "if False:"),

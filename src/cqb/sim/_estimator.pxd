@@ -23,6 +23,9 @@ cdef class Estimator:
     cdef public Py_ssize_t refits
     cdef public Py_ssize_t projections       # how often the projection was active
     cdef public Py_ssize_t projection_steps  # Filippi solver steps in all
+    # Filippi solves that ended without a certified KKT point (PROJECTION_KKT_TOL)
+    cdef public Py_ssize_t projection_unconverged
+    cdef public Py_ssize_t projection_max_iter  # steps per solve at most
 
     cdef double reg
     cdef double kappa
@@ -53,6 +56,7 @@ cdef class Estimator:
     cdef Projection _projection
     cdef long long[::1] _versions  # rank-one updates of V_k⁻¹ so far
     cdef double[::1] _last_u       # (K, d): the last one's u, V_k⁻¹ −= u uᵀ
+    cdef long long[::1] _projected # (K,): θ_k is the last update's projection
 
     cpdef double width(self, long long n_samples, double bound) noexcept
     cdef bint add(self, Py_ssize_t k, double[::1] xs, Py_ssize_t xo, double outcome)

@@ -17,6 +17,7 @@ else:
     from ._algebra import (cholesky, cholesky_solve, dot, logistic, logistic_slope, newton_pass, row_dot,
                            row_support, spd_inverse, subtract_outer, sym_matvec)
     from ._projection import Projection, filippi_solve
+from ._projection import PROJECTION_MAX_ITER  # a Python constant, in both modes
 
 
 @cython.cclass
@@ -82,6 +83,9 @@ class Estimator:
         self.refits = 0
         self.projections = 0
         self.projection_steps = 0
+        self.projection_unconverged = 0
+        self.projection_max_iter = PROJECTION_MAX_ITER
+        self._projected = np.zeros(n_servers, dtype=np.int64)
         k: cython.Py_ssize_t
         for k in range(n_servers):
             self._widths[k] = self.width(0, self._bounds[k])
@@ -132,9 +136,10 @@ class Estimator:
         norm: cython.double = sqrt(dot(self._mle, k * d, self._mle, k * d, d))
         if norm > bound:
             self.project(k, norm, bound)
-        else:
+        else:  # θ̂ is the minimiser of either projection's objective
             for a in range(d):
                 self._theta[k * d + a] = self._mle[k * d + a]
+            self._projected[k] = 0
         self._widths[k] = self.width(n, bound)
         return refitted
 
@@ -202,16 +207,23 @@ class Estimator:
 
     @cython.cfunc
     def project(self, k: cython.Py_ssize_t, norm: cython.double, bound: cython.double) -> cython.void:
-        """θ_k: the radial projection of θ̂_k onto the ball, then (Filippi) the
-        solver from there."""
+        """θ_k for θ̂_k outside the ball: the radial projection of θ̂_k, or
+        (Filippi) the solver from the last update's solution when that update
+        was projected too (one sample moves the problem little: a step or two
+        from there), else from the radial projection."""
         d: cython.Py_ssize_t = self.dim
         a: cython.Py_ssize_t
         self.projections += 1
-        for a in range(d):
-            self._theta[k * d + a] = self._mle[k * d + a] * (bound / norm)
+        if not (self.filippi and self._projected[k]):
+            for a in range(d):
+                self._theta[k * d + a] = self._mle[k * d + a] * (bound / norm)
         if self.filippi:
-            self.projection_steps += filippi_solve(self._projection, self._x, k * self.capacity * d, self._n[k], self._mle, k * d,
-                          self._inv, k * 2 * d * d, self.reg, bound, self._theta, k * d)
+            if not filippi_solve(self._projection, self._x, k * self.capacity * d, self._n[k], self._mle, k * d,
+                                 self._inv, k * 2 * d * d, self.reg, bound, self._theta, k * d,
+                                 self.projection_max_iter):
+                self.projection_unconverged += 1
+            self.projection_steps += self._projection.steps
+        self._projected[k] = 1
 
     def design(self, server: int):
         """V_k, rebuilt from the data (the estimator itself keeps only V_k⁻¹)."""
