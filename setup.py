@@ -14,6 +14,9 @@ CORE_SOURCE = "src/cqb/sim/_core.py"
 # Written beside the compiled module, so that cqb refuses a build older than
 # the source it hashes (cqb.sim.core).
 CORE_BUILD_RECORD = "src/cqb/sim/_core.sha256"
+# The core's BLAS/LAPACK algebra (scipy.linalg.cython_blas/cython_lapack), a
+# module of its own so that only the runs that use it load scipy.linalg.
+BLAS_SOURCE = "src/cqb/sim/_blas.py"
 CLIENT_SOURCE = "src/cqb/jobs/client.c"
 CLIENT_NAME = "job-client"  # cqb.jobs.client.CLIENT_BINARY
 
@@ -22,11 +25,12 @@ def core_extension():
     import numpy
     from Cython.Build import cythonize
 
+    # No FMA contraction: the same sums on every x86-64/arm64 target.
+    flags = ["-O3", "-ffp-contract=off"]
     return cythonize(
         # numpy's headers: the bit generator's struct (numpy/random/bitgen.h) the sampler reads
-        [Extension("cqb.sim._core", [CORE_SOURCE], include_dirs=[numpy.get_include()],
-                   # No FMA contraction: the same sums on every x86-64/arm64 target.
-                   extra_compile_args=["-O3", "-ffp-contract=off"])],
+        [Extension("cqb.sim._core", [CORE_SOURCE], include_dirs=[numpy.get_include()], extra_compile_args=flags),
+         Extension("cqb.sim._blas", [BLAS_SOURCE], extra_compile_args=flags)],
         build_dir="build/cython",  # the generated C stays out of the source tree
         compiler_directives={"language_level": 3, "boundscheck": False, "wraparound": False,
                              "initializedcheck": False, "cdivision": True, "embedsignature": True},
@@ -44,8 +48,9 @@ class BuildCoreAndJobClient(build_ext):
 
         # where the extension's package lands: the source tree for an editable install
         sim_folder = Path(self.get_ext_fullpath("cqb.sim._core")).parent
-        source_hash = hashlib.sha256((ROOT / CORE_SOURCE).read_bytes()).hexdigest()
-        (sim_folder / Path(CORE_BUILD_RECORD).name).write_text(source_hash + "\n")
+        for source in (CORE_SOURCE, BLAS_SOURCE):
+            source_hash = hashlib.sha256((ROOT / source).read_bytes()).hexdigest()
+            (sim_folder / Path(source).with_suffix(".sha256").name).write_text(source_hash + "\n")
         folder = Path(self.get_ext_fullpath("cqb.jobs.job_client")).parent
         client_hash = hashlib.sha256((ROOT / CLIENT_SOURCE).read_bytes()).hexdigest()
         try:

@@ -425,6 +425,17 @@ def test_a_stale_build_is_refused_and_the_current_one_accepted(monkeypatch, tmp_
         core()
 
 
+def test_a_stale_blas_module_is_refused_and_the_current_one_accepted(monkeypatch, tmp_path):
+    monkeypatch.setattr(core_module, "_BLAS", None)
+    assert core_module.blas_module().BlasAlgebra  # this checkout's build is current
+    edited = tmp_path / "_blas.py"
+    edited.write_bytes(core_module.BLAS_SOURCE.read_bytes() + b"\n# edited after the build\n")
+    monkeypatch.setattr(core_module, "BLAS_SOURCE", edited)
+    monkeypatch.setattr(core_module, "_BLAS", None)
+    with pytest.raises(ImportError, match="cqb.sim._blas was compiled from another version"):
+        core_module.blas_module()
+
+
 def test_an_uncompiled_core_is_refused_unless_asked_for(monkeypatch, plain_core):
     monkeypatch.setattr(core_module, "_CORE", None)
     monkeypatch.setitem(sys.modules, "cqb.sim._core", plain_core)

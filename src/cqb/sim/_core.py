@@ -150,16 +150,119 @@ def quad_form(mat: cython.double[::1], mo: cython.Py_ssize_t, x: cython.double[:
     return total
 
 
+# ---------------------------------------------------------------- the estimator's dense algebra
+
+# From this dimension up, the estimator's refits and rank-one updates call
+# BLAS/LAPACK (cqb.sim._blas) instead of the loops above. Side by side
+# (bench.sim_speed, CQB-Opt on a cached trace): TODO measured.
+BLAS_MIN_DIM = 40
+
+
+@cython.cclass
+class DenseAlgebra:
+    """The estimator's O(d²) and O(d³) steps by the loops above: its refits'
+    Cholesky factor, solve and inverse, the dense Hessian's Gram sum, and the
+    rank-one update's M x and M −= u uᵀ. cqb.sim._blas overrides them with
+    BLAS/LAPACK calls (:func:`dense_algebra` picks by d)."""
+
+    def __init__(self):
+        self.batches_gram = False
+
+    def kernels(self, a, rows, x, u):
+        """For tests, each step on numpy arrays (a: d×d SPD, rows: n×d, x
+        and u: d): L, a⁻¹x, a⁻¹, the upper triangle of a + rowsᵀrows, a x and
+        a − u uᵀ, each a new array (None for L, a⁻¹x and a⁻¹ if a is not
+        positive definite)."""
+        d: cython.Py_ssize_t = a.shape[0]
+        flat = np.ascontiguousarray(a, dtype=np.float64).reshape(-1)
+        vector = np.ascontiguousarray(x, dtype=np.float64)
+        factor, work, inverse = np.zeros(d * d), np.zeros(d * d), np.zeros(d * d)
+        solved = vector.copy()
+        ok = self.factor(flat.copy(), factor, d)
+        if ok:
+            self.solve(factor, solved, d)
+        ok_inverse = self.inverse(flat.copy(), inverse, 0, np.zeros(d * d), work, d)
+        gram = flat.copy()
+        block = np.ascontiguousarray(rows, dtype=np.float64).reshape(-1)
+        if rows.shape[0]:
+            self.add_gram(block, rows.shape[0], d, gram)
+        product = np.zeros(d)
+        self.matvec(flat, 0, vector, 0, product, d, np.arange(d, dtype=np.intp), d)
+        downdated = flat.copy()
+        self.subtract_outer(downdated, 0, np.ascontiguousarray(u, dtype=np.float64), d)
+        shape = (d, d)
+        return (factor.reshape(shape) if ok else None, solved if ok else None,
+                inverse.reshape(shape) if ok_inverse else None, np.triu(gram.reshape(shape)), product,
+                downdated.reshape(shape))
+
+    @cython.cfunc
+    @cython.exceptval(check=False)
+    def factor(self, a: cython.double[::1], l: cython.double[::1], d: cython.Py_ssize_t) -> cython.bint:
+        return cholesky(a, l, d)
+
+    @cython.cfunc
+    @cython.exceptval(check=False)
+    def solve(self, l: cython.double[::1], b: cython.double[::1], d: cython.Py_ssize_t) -> cython.void:
+        cholesky_solve(l, b, d)
+
+    @cython.cfunc
+    @cython.exceptval(check=False)
+    def inverse(self, a: cython.double[::1], out: cython.double[::1], oo: cython.Py_ssize_t, l: cython.double[::1],
+                y: cython.double[::1], d: cython.Py_ssize_t) -> cython.bint:
+        return spd_inverse(a, out, oo, l, y, d)
+
+    @cython.cfunc
+    @cython.exceptval(check=False)
+    def add_gram(self, rows: cython.double[::1], n: cython.Py_ssize_t, d: cython.Py_ssize_t,
+                 h: cython.double[::1]) -> cython.void:
+        """h[a, b] += Σ_i rows[i, a] rows[i, b] for a ≤ b (the upper triangle)."""
+        i: cython.Py_ssize_t
+        a: cython.Py_ssize_t
+        b: cython.Py_ssize_t
+        for i in range(n):
+            for a in range(d):
+                for b in range(a, d):
+                    h[a * d + b] += rows[i * d + a] * rows[i * d + b]
+
+    @cython.cfunc
+    @cython.exceptval(check=False)
+    def matvec(self, mat: cython.double[::1], mo: cython.Py_ssize_t, x: cython.double[::1], xo: cython.Py_ssize_t,
+               out: cython.double[::1], d: cython.Py_ssize_t, index: cython.Py_ssize_t[::1],
+               m: cython.Py_ssize_t) -> cython.void:
+        sym_matvec(mat, mo, x, xo, out, d, index, m)
+
+    @cython.cfunc
+    @cython.exceptval(check=False)
+    def subtract_outer(self, mat: cython.double[::1], mo: cython.Py_ssize_t, u: cython.double[::1],
+                       d: cython.Py_ssize_t) -> cython.void:
+        subtract_outer(mat, mo, u, d)
+
+
+def dense_algebra(d: cython.Py_ssize_t) -> DenseAlgebra:
+    """The loops below BLAS_MIN_DIM (and when running uncompiled), else
+    cqb.sim._blas's BLAS/LAPACK calls: imported here, at the first estimator
+    that needs it, so that the processes of smaller instances never load
+    scipy.linalg (~0.2 s)."""
+    if d < BLAS_MIN_DIM or not cython.compiled:
+        return DenseAlgebra()
+    from .core import blas_module  # checked to be built from its source, like this module
+
+    return blas_module().BlasAlgebra()
+
+
 @cython.cfunc
 @cython.exceptval(check=False)
 def newton_pass(x: cython.double[::1], xo: cython.Py_ssize_t, y: cython.double[::1], yo: cython.Py_ssize_t,
                 n: cython.Py_ssize_t, d: cython.Py_ssize_t, theta: cython.double[::1], to: cython.Py_ssize_t,
                 reg: cython.double, grad: cython.double[::1], with_grad: cython.bint, h: cython.double[::1],
-                index: cython.Py_ssize_t[::1]) -> cython.void:
+                index: cython.Py_ssize_t[::1], algebra: DenseAlgebra, gram: cython.double[::1]) -> cython.void:
     """One pass over the n samples (rows x[xo:], outcomes y[yo:]) at θ = theta[to:]:
     the Hessian h = Σ μ̇_i x_i x_iᵀ + λ₀I of the regularised log-loss and, if
     ``with_grad``, its gradient Σ (μ_i − y_i) x_i + λ₀θ into grad; each row
-    over its non-zero entries only."""
+    over its non-zero entries only. Where ``algebra.batches_gram``, the dense
+    rows go scaled by √μ̇_i into gram and into h in one algebra.add_gram."""
+    g: cython.Py_ssize_t = 0
+    s: cython.double
     i: cython.Py_ssize_t
     a: cython.Py_ssize_t
     b: cython.Py_ssize_t
@@ -187,7 +290,12 @@ def newton_pass(x: cython.double[::1], xo: cython.Py_ssize_t, y: cython.double[:
             r = mu - y[yo + i]
             for p in range(m):
                 grad[index[p]] += r * x[row + index[p]]
-        if m == d:
+        if m == d and algebra.batches_gram:
+            s = sqrt(wi)
+            for a in range(d):
+                gram[g * d + a] = s * x[row + a]
+            g += 1
+        elif m == d:
             for a in range(d):
                 wa = wi * x[row + a]
                 for b in range(a, d):
@@ -198,6 +306,8 @@ def newton_pass(x: cython.double[::1], xo: cython.Py_ssize_t, y: cython.double[:
                 wa = wi * x[row + a]
                 for q in range(p, m):
                     h[a * d + index[q]] += wa * x[row + index[q]]
+    if g > 0:
+        algebra.add_gram(gram, g, d, h)
     for a in range(d):
         h[a * d + a] += reg
         for b in range(a + 1, d):
@@ -619,10 +729,13 @@ class Estimator:
     _w: cython.double[::1]
     _index: cython.Py_ssize_t[::1]
     _projection: Projection
+    _algebra: DenseAlgebra
+    _gram: cython.double[::1]      # the refit's dense rows scaled by √μ̇ (BLAS only)
     _versions: cython.longlong[::1]  # rank-one updates of V_k⁻¹ so far
     _last_u: cython.double[::1]      # (K, d): the last one's u, V_k⁻¹ −= u uᵀ
 
-    def __init__(self, n_servers: cython.Py_ssize_t, dim: cython.Py_ssize_t, capacity: cython.Py_ssize_t, params):
+    def __init__(self, n_servers: cython.Py_ssize_t, dim: cython.Py_ssize_t, capacity: cython.Py_ssize_t, params,
+                 algebra: DenseAlgebra = None):
         d: cython.Py_ssize_t = dim
         self.params = params
         self.n_servers, self.dim, self.capacity = n_servers, dim, capacity
@@ -665,6 +778,8 @@ class Estimator:
         self._w = np.zeros(max(capacity, 1))
         self._index = np.zeros(d, dtype=np.intp)
         self._projection = Projection(d, capacity)
+        self._algebra = dense_algebra(d) if algebra is None else algebra  # tests pass the loops at any d
+        self._gram = np.zeros(max(capacity, 1) * d if self._algebra.batches_gram else 1)
         self._versions = np.zeros(n_servers, dtype=np.int64)
         self._last_u = np.zeros(n_servers * d)
         self.refits = 0
@@ -747,10 +862,10 @@ class Estimator:
         longest: cython.double
         for it in range(self.newton_max_iter):
             newton_pass(self._x, xo, self._y, yo, n, d, self._mle, to, self.reg, self._grad, True, self._h,
-                        self._index)
-            if not cholesky(self._h, self._l, d):
+                        self._index, self._algebra, self._gram)
+            if not self._algebra.factor(self._h, self._l, d):
                 raise ArithmeticError(f"server {k}'s Hessian is not positive definite")
-            cholesky_solve(self._l, self._grad, d)  # the Newton step
+            self._algebra.solve(self._l, self._grad, d)  # the Newton step
             longest = 0.0
             for a in range(d):
                 self._mle[to + a] -= self._grad[a]
@@ -758,8 +873,8 @@ class Estimator:
             if longest < self.newton_tol:  # the next step would be quadratically shorter
                 break
         newton_pass(self._x, xo, self._y, yo, n, d, self._mle, to, self.reg, self._grad, False, self._h,
-                    self._index)
-        if not spd_inverse(self._h, self._inv, vo + d * d, self._l, self._y_inv, d):
+                    self._index, self._algebra, self._gram)
+        if not self._algebra.inverse(self._h, self._inv, vo + d * d, self._l, self._y_inv, d):
             raise ArithmeticError(f"server {k}'s Hessian is not positive definite")
         self.refits += 1
 
@@ -779,20 +894,21 @@ class Estimator:
             m = d  # dense: the plain sums beat the gather
             for a in range(d):
                 self._index[a] = a
-        sym_matvec(self._inv, vo, xs, xo, self._u, d, self._index, m)
+        algebra: DenseAlgebra = self._algebra
+        algebra.matvec(self._inv, vo, xs, xo, self._u, d, self._index, m)
         scale: cython.double = 1.0 / sqrt(1.0 + quad_or_dot(self._u, xs, xo, d, self._index, m))
         if weight > 0.0:
-            sym_matvec(self._inv, ho, xs, xo, self._uh, d, self._index, m)
+            algebra.matvec(self._inv, ho, xs, xo, self._uh, d, self._index, m)
             scale_h: cython.double = 1.0 / sqrt(1.0 / weight + quad_or_dot(self._uh, xs, xo, d, self._index, m))
             for a in range(d):
                 self._uh[a] *= scale_h
-            subtract_outer(self._inv, ho, self._uh, d)
+            algebra.subtract_outer(self._inv, ho, self._uh, d)
         for a in range(d):
             self._u[a] *= scale
             self._last_u[k * d + a] = self._u[a]
-        subtract_outer(self._inv, vo, self._u, d)
+        algebra.subtract_outer(self._inv, vo, self._u, d)
         self._versions[k] += 1
-        sym_matvec(self._inv, ho, xs, xo, self._hx, d, self._index, m)
+        algebra.matvec(self._inv, ho, xs, xo, self._hx, d, self._index, m)
 
     @cython.cfunc
     def project(self, k: cython.Py_ssize_t, norm: cython.double, bound: cython.double) -> cython.void:

@@ -16,7 +16,20 @@ UNCOMPILED_VARIABLE = "CQB_UNCOMPILED"
 SOURCE = Path(__file__).with_name("_core.py")
 BUILD_RECORD = SOURCE.with_suffix(".sha256")  # written by setup.py beside the compiled module
 
+BLAS_SOURCE = SOURCE.with_name("_blas.py")  # cqb.sim._blas: loaded by the core only for large d
+BLAS_BUILD_RECORD = BLAS_SOURCE.with_suffix(".sha256")
+
 _CORE = None
+_BLAS = None
+
+
+def check_build(module, source: Path, record: Path) -> None:
+    """ImportError unless the compiled ``module`` was built from ``source`` as
+    it is now (its hash in ``record``)."""
+    built = record.read_text().strip() if record.exists() else None
+    if built != hashlib.sha256(source.read_bytes()).hexdigest():
+        raise ImportError(f"{module.__name__} was compiled from another version of {source}: "
+                          "rebuild it with `pip install -e .`")
 
 
 def core():
@@ -31,9 +44,18 @@ def core():
                 raise ImportError("cqb.sim._core is not compiled: run `pip install -e .` (needs a C compiler and "
                                   f"Cython), or set {UNCOMPILED_VARIABLE}=1 to run it as plain Python (slow)")
         else:
-            built = BUILD_RECORD.read_text().strip() if BUILD_RECORD.exists() else None
-            if built != hashlib.sha256(SOURCE.read_bytes()).hexdigest():
-                raise ImportError(f"cqb.sim._core was compiled from another version of {SOURCE}: "
-                                  "rebuild it with `pip install -e .`")
+            check_build(_core, SOURCE, BUILD_RECORD)
         _CORE = _core
     return _CORE
+
+
+def blas_module():
+    """The module cqb.sim._blas (the core's BLAS/LAPACK algebra, compiled
+    only), checked to be current like the core; imported at its first use."""
+    global _BLAS
+    if _BLAS is None:
+        from . import _blas
+
+        check_build(_blas, BLAS_SOURCE, BLAS_BUILD_RECORD)
+        _BLAS = _blas
+    return _BLAS
