@@ -9,9 +9,9 @@ The matrices are row-major and symmetric, so BLAS (column-major) sees each
 transposed: a row-major lower triangle is its upper one. Bits: BLAS's sums
 run in another order than the loops' (and may fuse multiply-adds), so the
 last bits differ from the loops' and may differ between CPU models (the
-kernels OpenBLAS picks); they are the same for any number of threads, as a
-run pins BLAS to one thread before the estimator exists
-(cqb.sim.simulate imports this module first; tests/test_sim_blas.py).
+kernels OpenBLAS picks); they are the same for any number of threads, as
+loading this module (cqb.sim.core.blas_module) pins BLAS to one thread
+(tests/test_sim_blas.py runs one run under 1, 2 and 4 threads).
 """
 
 import cython

@@ -120,12 +120,25 @@ def sparse_dot(a: cython.double[::1], ao: cython.Py_ssize_t, b: cython.double[::
 def sym_matvec(mat: cython.double[::1], mo: cython.Py_ssize_t, x: cython.double[::1], xo: cython.Py_ssize_t,
                out: cython.double[::1], d: cython.Py_ssize_t, index: cython.Py_ssize_t[::1],
                m: cython.Py_ssize_t) -> cython.void:
-    """out = M x for a d×d M at mat[mo:], x's non-zeros in index[:m] (m = d: dense)."""
+    """out = M x for a symmetric d×d M at mat[mo:], x's non-zeros in
+    index[:m] (m = d: dense). Sparse: M's rows at the non-zeros, scaled and
+    added (contiguous, where a row-by-row sum would gather), which adds the
+    same products in the same order, M being exactly symmetric."""
     a: cython.Py_ssize_t
+    p: cython.Py_ssize_t
     row: cython.Py_ssize_t
+    xj: cython.double
+    if m == d:
+        for a in range(d):
+            out[a] = dot(mat, mo + a * d, x, xo, d)
+        return
     for a in range(d):
-        row = mo + a * d
-        out[a] = dot(mat, row, x, xo, d) if m == d else sparse_dot(mat, row, x, xo, index, m)
+        out[a] = 0.0
+    for p in range(m):
+        row = mo + index[p] * d
+        xj = x[xo + index[p]]
+        for a in range(d):
+            out[a] += mat[row + a] * xj
 
 
 @cython.cfunc

@@ -51,11 +51,20 @@ def core():
 
 def blas_module():
     """The module cqb.sim._blas (the core's BLAS/LAPACK algebra, compiled
-    only), checked to be current like the core; imported at its first use."""
+    only), checked to be current like the core; imported at its first use.
+
+    Loading it pins every BLAS library of the process to one thread, for
+    good: the estimator's matrices are small (multithreaded BLAS was measured
+    ~10× slower at d = 120 on a loaded machine), and one thread makes its
+    sums the same bits whatever the number of cores or threads. A caller
+    that wants threaded BLAS afterwards sets it with threadpoolctl."""
     global _BLAS
     if _BLAS is None:
+        from threadpoolctl import threadpool_limits
+
         from . import _blas
 
         check_build(_blas, BLAS_SOURCE, BLAS_BUILD_RECORD)
+        threadpool_limits(limits=1, user_api="blas")  # scipy.linalg's BLAS, loaded just now, included
         _BLAS = _blas
     return _BLAS

@@ -159,10 +159,7 @@ def simulate(instance_spec: dict | Instance, policy: str, policy_params: dict | 
         trace_hash = content_hash(trace_arrays(instance, trace, oracle_path))
     # One BLAS thread: the matrices are small (d ≤ a few hundred) and a run is
     # one single-threaded job; multithreaded BLAS on a loaded machine was
-    # measured 10× slower at d = 120. It also keeps the estimator's BLAS sums
-    # (cqb.sim._blas, d ≥ BLAS_MIN_DIM) the same bits for any thread count:
-    # that library loads here, before the pin, so that the pin covers it.
-    core().dense_algebra(instance.dim)
+    # measured 10× slower at d = 120.
     with contextlib.nullcontext() if blas_threads_pinned else _one_blas_thread():
         policy_record = oracle_record = None
         if record is not None:
