@@ -22,8 +22,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 TESTS = ["tests/test_sim_core.py", "tests/test_sim_estimation.py", "tests/test_sim_policies.py",
          "tests/test_sim_optimistic.py", "tests/test_sim_simulate.py", "tests/test_sim_parameters.py",
-         "tests/test_sim_instances.py"]
+         "tests/test_sim_instances.py", "tests/test_sim_blas.py"]
 CORE = "src/cqb/sim/_core.py"
+BLAS = "src/cqb/sim/_blas.py"
+COMPILED = (CORE, BLAS)  # a mutant of these needs a build
 
 # (what the slip is, the file, the exact source text, its replacement)
 MUTANTS = [
@@ -88,7 +90,7 @@ MUTANTS = [
     ("online step: sign of the residual", CORE, "(prob - outcome) * self._hx[a]", "(outcome - prob) * self._hx[a]"),
     ("Sherman–Morrison: H⁻¹ weight ignored", CORE, "sqrt(1.0 / weight + quad_or_dot(self._uh",
      "sqrt(1.0 + quad_or_dot(self._uh"),
-    ("Sherman–Morrison: V⁻¹ not updated", CORE, "subtract_outer(self._inv, vo, self._u, d)", "pass"),
+    ("Sherman–Morrison: V⁻¹ not updated", CORE, "algebra.subtract_outer(self._inv, vo, self._u, d)", "pass"),
     ("inverse: diagonal term of the product skipped", CORE, "s = dot(y, i * d + j, y, j * d + j, d - j)",
      "s = dot(y, i * d + j + 1, y, j * d + j + 1, d - j - 1)"),
     ("Hessian: diagonal ridge dropped", CORE, "h[a * d + a] += reg", "h[a * d + a] += 0.0"),
@@ -113,6 +115,12 @@ MUTANTS = [
      "code = 1 if best >= high else 0 if best <= low else 2", "code = 1 if best >= high else 0 if best < low else 2"),
     ("sampler: the kept rows' buffer not followed when it grows", CORE,
      "                    kept = kept_array.reshape(-1)\n", ""),
+    ("BLAS threshold one too high", CORE, "if d < BLAS_MIN_DIM or", "if d <= BLAS_MIN_DIM or"),
+    ("sparse M x: a non-zero's row taken at the wrong offset", CORE, "row = mo + index[p] * d", "row = mo + index[p]"),
+    ("BLAS: the Gram sum into the other triangle (dsyrk's uplo)", BLAS, 'dsyrk(b"L"', 'dsyrk(b"U"'),
+    ("BLAS: the inverse read transposed from LAPACK's triangle", BLAS, "s = y[i * d + j]", "s = y[j * d + i]"),
+    ("BLAS: the factor's upper part left as the matrix's", BLAS, "l[i * d + j] = 0.0", "pass"),
+    ("BLAS: M += u uᵀ", BLAS, "minus: cython.double = -1.0", "minus: cython.double = 1.0"),
 ]
 
 
@@ -139,7 +147,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     mutants = [m for m in MUTANTS if args.only is None or any(word in m[0] for word in args.only)]
     # mutants of Python files first: they run on the pristine build
-    mutants.sort(key=lambda m: m[1] == CORE)
+    mutants.sort(key=lambda m: m[1] in COMPILED)
     scratch = Path(tempfile.mkdtemp(prefix="cqb_core_mutants_"))
     survivors = []
     try:
@@ -147,19 +155,19 @@ def main(argv=None) -> int:
         for name in ("setup.py", "pyproject.toml", "README.md"):  # what setup.py reads
             shutil.copy2(REPO / name, scratch / name)
         shutil.copytree(REPO / "tests", scratch / "tests", ignore=shutil.ignore_patterns("__pycache__"))
-        pristine = {path: (scratch / path).read_text() for path in {m[1] for m in mutants} | {CORE}}
+        pristine = {path: (scratch / path).read_text() for path in {m[1] for m in mutants} | set(COMPILED)}
         env = {"PYTHONPATH": str(scratch / "src"), "PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1",
                "OPENBLAS_NUM_THREADS": "1"}
-        built = None  # the text of _core.py the current build is of
+        built = None  # the texts of the compiled sources the current build is of
         for description, path, old, new in [("(none: the tests must pass)", CORE, "", "")] + mutants:
             if old and pristine[path].count(old) != 1:
                 raise SystemExit(f"mutant {description!r}: its source text occurs {pristine[path].count(old)} times")
             for other, text in pristine.items():
                 (scratch / other).write_text(text.replace(old, new) if other == path and old else text)
-            core_text = (scratch / CORE).read_text()
-            if core_text != built:
+            compiled_text = [(scratch / source).read_text() for source in COMPILED]
+            if compiled_text != built:
                 build(scratch)
-                built = core_text
+                built = compiled_text
             result = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
                                      "-m", "not slow and not slurm", *TESTS],
                                     cwd=scratch, env=env, capture_output=True, text=True)
