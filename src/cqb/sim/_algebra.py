@@ -5,6 +5,7 @@ Cholesky, and the inverse of a symmetric positive definite matrix. Declared
 in _algebra.pxd, which the other kernels cimport."""
 
 import cython
+import numpy as np
 
 if cython.compiled:
     from cython.cimports.libc.math import sqrt, tanh
@@ -15,8 +16,21 @@ else:
 @cython.cfunc
 @cython.exceptval(check=False)
 def logistic(z: cython.double) -> cython.double:
-    """μ(z) = (1 + tanh(z/2))/2: stable for any z."""
+    """μ(z) = 1/(1 + e^(−z)), as (1 + tanh(z/2))/2: stable for any z. The
+    simulation's one μ: the estimators, the scores, the projection and (by
+    :func:`logistic_values`) the true means all take it from here."""
     return 0.5 * (1.0 + tanh(0.5 * z))
+
+
+def logistic_values(z):
+    """:func:`logistic` of every entry of ``z`` (an array of any shape), for the
+    numpy side (numpy's own tanh rounds differently from the C library's)."""
+    values = np.array(z, dtype=np.float64, order="C")  # a copy, in the shape of z
+    flat: cython.double[::1] = values.reshape(-1)
+    i: cython.Py_ssize_t
+    for i in range(flat.shape[0]):
+        flat[i] = logistic(flat[i])
+    return values
 
 
 @cython.cfunc

@@ -6,15 +6,15 @@ import cython
 import numpy as np
 
 if cython.compiled:
-    from cython.cimports.cqb.sim._algebra import (cholesky, cholesky_solve, dot, newton_pass, nonzeros,
+    from cython.cimports.cqb.sim._algebra import (cholesky, cholesky_solve, dot, logistic, newton_pass, nonzeros,
                                                   quad_or_dot, spd_inverse, subtract_outer, sym_matvec)
     from cython.cimports.cqb.sim._projection import Projection, filippi_solve
-    from cython.cimports.libc.math import ceil, exp, fabs, log, log1p, sqrt
+    from cython.cimports.libc.math import ceil, fabs, log, log1p, sqrt
 else:
-    from math import ceil, exp, fabs, log, log1p, sqrt
+    from math import ceil, fabs, log, log1p, sqrt
 
-    from ._algebra import (cholesky, cholesky_solve, dot, newton_pass, nonzeros, quad_or_dot, spd_inverse,
-                           subtract_outer, sym_matvec)
+    from ._algebra import (cholesky, cholesky_solve, dot, logistic, newton_pass, nonzeros, quad_or_dot,
+                           spd_inverse, subtract_outer, sym_matvec)
     from ._projection import Projection, filippi_solve
 
 
@@ -122,10 +122,8 @@ class Estimator:
             growth = cython.cast(cython.longlong, ceil(n * self.refit_growth))
             self._next[k] = n + 1 if n < self.refit_min_samples else n + max(growth, 1)
         else:
-            # one Newton step on (quadratic model of the old data) + the new sample;
-            # e^709.8 overflows a float, where μ is 0 to double precision
-            exponent: cython.double = -dot(xs, xo, self._mle, k * d, d)
-            prob: cython.double = 1.0 / (1.0 + exp(exponent)) if exponent < 709.0 else 0.0
+            # one Newton step on (quadratic model of the old data) + the new sample
+            prob: cython.double = logistic(dot(xs, xo, self._mle, k * d, d))
             self.rank_one(k, xs, xo, prob * (1.0 - prob))
             for a in range(d):
                 self._mle[k * d + a] -= (prob - outcome) * self._hx[a]
