@@ -6,15 +6,16 @@ import cython
 import numpy as np
 
 if cython.compiled:
-    from cython.cimports.cqb.sim._algebra import (cholesky, cholesky_solve, dot, logistic, newton_pass, nonzeros,
-                                                  quad_or_dot, spd_inverse, subtract_outer, sym_matvec)
+    from cython.cimports.cqb.sim._algebra import (cholesky, cholesky_solve, dot, logistic, logistic_slope,
+                                                  newton_pass, row_dot, row_support, spd_inverse, subtract_outer,
+                                                  sym_matvec)
     from cython.cimports.cqb.sim._projection import Projection, filippi_solve
     from cython.cimports.libc.math import ceil, fabs, log, log1p, sqrt
 else:
     from math import ceil, fabs, log, log1p, sqrt
 
-    from ._algebra import (cholesky, cholesky_solve, dot, logistic, newton_pass, nonzeros, quad_or_dot,
-                           spd_inverse, subtract_outer, sym_matvec)
+    from ._algebra import (cholesky, cholesky_solve, dot, logistic, logistic_slope, newton_pass, row_dot,
+                           row_support, spd_inverse, subtract_outer, sym_matvec)
     from ._projection import Projection, filippi_solve
 
 
@@ -124,7 +125,7 @@ class Estimator:
         else:
             # one Newton step on (quadratic model of the old data) + the new sample
             prob: cython.double = logistic(dot(xs, xo, self._mle, k * d, d))
-            self.rank_one(k, xs, xo, prob * (1.0 - prob))
+            self.rank_one(k, xs, xo, logistic_slope(prob))
             for a in range(d):
                 self._mle[k * d + a] -= (prob - outcome) * self._hx[a]
         bound: cython.double = self._bounds[k]
@@ -183,16 +184,12 @@ class Estimator:
         ho: cython.Py_ssize_t = vo + d * d
         a: cython.Py_ssize_t
         b: cython.Py_ssize_t
-        m: cython.Py_ssize_t = nonzeros(xs, xo, d, self._index)
-        if 2 * m > d:
-            m = d  # dense: the plain sums beat the gather
-            for a in range(d):
-                self._index[a] = a
+        m: cython.Py_ssize_t = row_support(xs, xo, d, self._index)
         sym_matvec(self._inv, vo, xs, xo, self._u, d, self._index, m)
-        scale: cython.double = 1.0 / sqrt(1.0 + quad_or_dot(self._u, xs, xo, d, self._index, m))
+        scale: cython.double = 1.0 / sqrt(1.0 + row_dot(self._u, 0, xs, xo, d, self._index, m))
         if weight > 0.0:
             sym_matvec(self._inv, ho, xs, xo, self._uh, d, self._index, m)
-            scale_h: cython.double = 1.0 / sqrt(1.0 / weight + quad_or_dot(self._uh, xs, xo, d, self._index, m))
+            scale_h: cython.double = 1.0 / sqrt(1.0 / weight + row_dot(self._uh, 0, xs, xo, d, self._index, m))
             for a in range(d):
                 self._uh[a] *= scale_h
             subtract_outer(self._inv, ho, self._uh, d)

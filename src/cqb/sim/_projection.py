@@ -6,13 +6,15 @@ import cython
 import numpy as np
 
 if cython.compiled:
-    from cython.cimports.cqb.sim._algebra import cholesky, cholesky_solve, dot, logistic, nonzeros, sparse_dot
+    from cython.cimports.cqb.sim._algebra import (add_gram_row, cholesky, cholesky_solve, dot, logistic,
+                                                  logistic_slope, mirror_upper, nonzeros, sparse_dot)
     from cython.cimports.libc.math import INFINITY, fabs, sqrt
 else:
     from math import fabs, sqrt
     from math import inf as INFINITY
 
-    from ._algebra import cholesky, cholesky_solve, dot, logistic, nonzeros, sparse_dot
+    from ._algebra import (add_gram_row, cholesky, cholesky_solve, dot, logistic, logistic_slope, mirror_upper,
+                           nonzeros, sparse_dot)
 
 # Newton (or Gauss-Newton) steps on the ball-constrained problem stop when a
 # step moves θ by less than PROJECTION_STEP_TOL (relative), or a full Newton
@@ -89,17 +91,12 @@ def jacobian_pass(p: Projection, x: cython.double[::1], xo: cython.Py_ssize_t, n
     d: cython.Py_ssize_t = p.d
     i: cython.Py_ssize_t
     a: cython.Py_ssize_t
-    b: cython.Py_ssize_t
-    q: cython.Py_ssize_t
-    r: cython.Py_ssize_t
     m: cython.Py_ssize_t
     row: cython.Py_ssize_t
     mu: cython.double
     first: cython.double
     second: cython.double
     along: cython.double
-    first_a: cython.double   # (μ̇ x_a): the product's left operand as written, so the same bits
-    second_a: cython.double
     jac: cython.double[::1] = p.jac
     sec: cython.double[::1] = p.second
     index: cython.Py_ssize_t[::1] = p.index
@@ -110,22 +107,15 @@ def jacobian_pass(p: Projection, x: cython.double[::1], xo: cython.Py_ssize_t, n
         row = xo + i * d
         m = nonzeros(x, row, d, index)
         mu = p.prob[i]
-        first = mu * (1.0 - mu)
+        first = logistic_slope(mu)
         along = sparse_dot(x, row, p.wres, 0, index, m)
         second = 2.0 * first * (1.0 - 2.0 * mu) * along
-        for q in range(m):
-            a = index[q]
-            first_a = first * x[row + a]
-            second_a = second * x[row + a]
-            for r in range(q, m):
-                b = index[r]
-                jac[a * d + b] += first_a * x[row + b]
-                sec[a * d + b] += second_a * x[row + b]
+        add_gram_row(jac, d, x, row, index, m, first)  # the logistic Hessian's term, as newton_pass's
+        add_gram_row(sec, d, x, row, index, m, second)
     for a in range(d):
         jac[a * d + a] += reg
-        for b in range(a + 1, d):
-            jac[b * d + a] = jac[a * d + b]
-            sec[b * d + a] = sec[a * d + b]
+    mirror_upper(jac, d)
+    mirror_upper(sec, d)
 
 
 @cython.cfunc
