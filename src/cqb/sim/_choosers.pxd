@@ -20,6 +20,7 @@ cdef class OptimisticChooser(Chooser):
     cdef readonly double explore_until
     cdef readonly bint round_robin
     cdef readonly Py_ssize_t phase1_visits
+    cdef double[::1] _gathered  # the queued jobs' UCB indices, row-major
 
 
 cdef class ThompsonChooser(Chooser):
@@ -36,6 +37,7 @@ cdef class QueueBanditChooser(Chooser):
     cdef Py_ssize_t n_servers
     cdef double[::1] _s
     cdef double[::1] _n
+    cdef double[::1] _values  # the servers' indices
 
 
 cdef class RandomChooser(Chooser):
