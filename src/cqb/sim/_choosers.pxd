@@ -12,9 +12,14 @@ cdef class Chooser:
     cpdef observe(self, Py_ssize_t t, Py_ssize_t job, Py_ssize_t server, bint success)
 
 
-cdef class OptimisticChooser(Chooser):
+cdef class ScoringChooser(Chooser):
     cdef readonly Scorer scorer
     cdef readonly object rng
+
+    cdef void take_first_max(self, double[::1] scores, Py_ssize_t length)
+
+
+cdef class OptimisticChooser(ScoringChooser):
     cdef readonly double tau
     cdef readonly double explore_prob
     cdef readonly double explore_until
@@ -23,9 +28,8 @@ cdef class OptimisticChooser(Chooser):
     cdef double[::1] _gathered  # the queued jobs' UCB indices, row-major
 
 
-cdef class ThompsonChooser(Chooser):
-    cdef readonly Scorer scorer
-    cdef readonly object rng
+cdef class ThompsonChooser(ScoringChooser):
+    pass
 
 
 cdef class QueueBanditChooser(Chooser):

@@ -54,7 +54,26 @@ def first_max(values: cython.double[::1], n: cython.Py_ssize_t) -> cython.Py_ssi
 
 
 @cython.cclass
-class OptimisticChooser(Chooser):
+class ScoringChooser(Chooser):
+    """A chooser on a cached scorer (CQB-Opt, CQB-TS): its outcomes go to the
+    scorer's estimator."""
+
+    @cython.cfunc
+    def take_first_max(self, scores: cython.double[::1], length: cython.Py_ssize_t) -> cython.void:
+        """The (position, server) of the first maximum of the queued jobs'
+        scores laid out row-major (earliest job, then lowest server)."""
+        K: cython.Py_ssize_t = self.scorer.estimator.n_servers
+        best_at: cython.Py_ssize_t = first_max(scores, length * K)
+        self.position, self.server, self.explored = best_at // K, best_at % K, False
+
+    @cython.ccall
+    def observe(self, t: cython.Py_ssize_t, job: cython.Py_ssize_t, server: cython.Py_ssize_t,
+                success: cython.bint):
+        self.scorer.learn(job, server, success)
+
+
+@cython.cclass
+class OptimisticChooser(ScoringChooser):
     """CQB-Opt: the UCB pair in every round. With ``explore_until`` > 0, the
     forced exploration of CQB-ε, CQB-ε-Opt and CQB-η-2 first: rounds t ≤ tau
     explore every fresh arrival (server round-robin or uniform); rounds
@@ -99,17 +118,11 @@ class OptimisticChooser(Chooser):
         for i in range(length):
             for k in range(K):
                 self._gathered[i * K + k] = scorer._ucb[queue[i] * K + k]
-        best_at: cython.Py_ssize_t = first_max(self._gathered, length * K)
-        self.position, self.server, self.explored = best_at // K, best_at % K, False
-
-    @cython.ccall
-    def observe(self, t: cython.Py_ssize_t, job: cython.Py_ssize_t, server: cython.Py_ssize_t,
-                success: cython.bint):
-        self.scorer.learn(job, server, success)
+        self.take_first_max(self._gathered, length)
 
 
 @cython.cclass
-class ThompsonChooser(Chooser):
+class ThompsonChooser(ScoringChooser):
     """CQB-TS, score mode: a standard normal z per queued (job, server) pair
     (rng.standard_normal((length, K))), the score mean + bonus·z, and its
     row-major first maximum, a NaN winning."""
@@ -133,13 +146,7 @@ class ThompsonChooser(Chooser):
             for k in range(K):
                 cell = queue[i] * K + k
                 scores[i * K + k] = scorer._means[cell] + scorer._bonuses[cell] * scores[i * K + k]
-        best_at: cython.Py_ssize_t = first_max(scores, length * K)
-        self.position, self.server, self.explored = best_at // K, best_at % K, False
-
-    @cython.ccall
-    def observe(self, t: cython.Py_ssize_t, job: cython.Py_ssize_t, server: cython.Py_ssize_t,
-                success: cython.bint):
-        self.scorer.learn(job, server, success)
+        self.take_first_max(scores, length)
 
 
 @cython.cclass
