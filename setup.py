@@ -1,22 +1,30 @@
-"""The compiled parts: the simulation core (src/cqb/sim/_core.py, compiled by
-Cython in pure-Python mode) and the job client of the run server
+"""The compiled parts: the simulation kernels (src/cqb/sim/_*.py with their
+.pxd files, listed in cqb.sim.core.BUILT_MODULES, compiled by Cython in pure-Python
+mode) and the job client of the run server
 (src/cqb/jobs/client.c, an executable beside its source); everything else is
 in pyproject.toml."""
 
 import hashlib
+import importlib.util
 from pathlib import Path
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = Path(__file__).parent
-CORE_SOURCE = "src/cqb/sim/_core.py"
-# Written beside the compiled module, so that cqb refuses a build older than
-# the source it hashes (cqb.sim.core).
-CORE_BUILD_RECORD = "src/cqb/sim/_core.sha256"
-# The core's BLAS/LAPACK algebra (scipy.linalg.cython_blas/cython_lapack), a
-# module of its own so that only the runs that use it load scipy.linalg.
-BLAS_SOURCE = "src/cqb/sim/_blas.py"
+SIM_FOLDER = ROOT / "src" / "cqb" / "sim"
+
+
+def sim_core_module():
+    """cqb.sim.core, loaded from its file (it imports only the standard
+    library): the list of kernels and their hash, defined once there."""
+    spec = importlib.util.spec_from_file_location("cqb_sim_core_for_setup", SIM_FOLDER / "core.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+SIM_CORE = sim_core_module()
 CLIENT_SOURCE = "src/cqb/jobs/client.c"
 CLIENT_NAME = "job-client"  # cqb.jobs.client.CLIENT_BINARY
 
@@ -25,12 +33,13 @@ def core_extension():
     import numpy
     from Cython.Build import cythonize
 
-    # No FMA contraction: the same sums on every x86-64/arm64 target.
-    flags = ["-O3", "-ffp-contract=off"]
     return cythonize(
         # numpy's headers: the bit generator's struct (numpy/random/bitgen.h) the sampler reads
-        [Extension("cqb.sim._core", [CORE_SOURCE], include_dirs=[numpy.get_include()], extra_compile_args=flags),
-         Extension("cqb.sim._blas", [BLAS_SOURCE], extra_compile_args=flags)],
+        [Extension(f"cqb.sim.{name}", [f"src/cqb/sim/{name}.py"], include_dirs=[numpy.get_include()],
+                   # No FMA contraction: the same sums on every x86-64/arm64 target.
+                   extra_compile_args=["-O3", "-ffp-contract=off"])
+         for name in SIM_CORE.BUILT_MODULES],
+        include_path=["src"],  # where `cython.cimports.cqb.sim.<kernel>` finds the .pxd files
         build_dir="build/cython",  # the generated C stays out of the source tree
         compiler_directives={"language_level": 3, "boundscheck": False, "wraparound": False,
                              "initializedcheck": False, "cdivision": True, "embedsignature": True},
@@ -38,7 +47,7 @@ def core_extension():
 
 
 class BuildCoreAndJobClient(build_ext):
-    """The core, its build record, then the job client with the same
+    """The kernels, their build record, then the job client with the same
     compiler. A client that does not build is a warning, not a failed
     install: without it the workflow's jobs run `cqb run` (docs/jobs.md)."""
 
@@ -46,11 +55,10 @@ class BuildCoreAndJobClient(build_ext):
         super().run()
         from distutils.errors import CCompilerError, DistutilsError
 
-        # where the extension's package lands: the source tree for an editable install
-        sim_folder = Path(self.get_ext_fullpath("cqb.sim._core")).parent
-        for source in (CORE_SOURCE, BLAS_SOURCE):
-            source_hash = hashlib.sha256((ROOT / source).read_bytes()).hexdigest()
-            (sim_folder / Path(source).with_suffix(".sha256").name).write_text(source_hash + "\n")
+        # where the extensions' package lands: the source tree for an editable install. The
+        # record, one hash of every kernel's sources, lets cqb refuse a build older than them.
+        sim_folder = Path(self.get_ext_fullpath(f"cqb.sim.{SIM_CORE.KERNELS[0]}")).parent
+        (sim_folder / SIM_CORE.BUILD_RECORD.name).write_text(SIM_CORE.kernels_hash(SIM_FOLDER) + "\n")
         folder = Path(self.get_ext_fullpath("cqb.jobs.job_client")).parent
         client_hash = hashlib.sha256((ROOT / CLIENT_SOURCE).read_bytes()).hexdigest()
         try:

@@ -1,6 +1,6 @@
 """Hand-written mutants of the simulation core, each tried against the tests.
 
-Plausible slips in cqb.sim._core (and the round loop's callers), each applied
+Plausible slips in cqb.sim's kernels (and the round loop's callers), each applied
 to a scratch copy of ``src/`` (never this checkout: a running pipeline would
 pick the mutant up), compiled there by the package's setup.py, and the core's
 tests run on it. A mutant that no test kills is reported; it means a test is
@@ -23,9 +23,9 @@ REPO = Path(__file__).resolve().parents[1]
 TESTS = ["tests/test_sim_core.py", "tests/test_sim_estimation.py", "tests/test_sim_policies.py",
          "tests/test_sim_optimistic.py", "tests/test_sim_simulate.py", "tests/test_sim_parameters.py",
          "tests/test_sim_instances.py", "tests/test_sim_blas.py"]
-CORE = "src/cqb/sim/_core.py"
-BLAS = "src/cqb/sim/_blas.py"
-COMPILED = (CORE, BLAS)  # a mutant of these needs a build
+KERNEL_SOURCES = tuple(f"src/cqb/sim/_{name}.py" for name in
+                       ("algebra", "projection", "estimator", "scorer", "choosers", "rounds", "sampler", "blas"))
+CORE = "the kernel that holds its text"  # a mutant's file, found by kernel_of
 
 # (what the slip is, the file, the exact source text, its replacement)
 MUTANTS = [
@@ -52,11 +52,8 @@ MUTANTS = [
     ("run_policy: the policy given other service coins than the trace's", "src/cqb/sim/simulate.py",
      "play_rounds(chooser, trace.arrivals, trace.service_uniforms,",
      "play_rounds(chooser, trace.arrivals, trace.service_uniforms[::-1],"),
-    ("argmax: ties to the latest pair", CORE,
-     "            if value > best:\n                best = value\n                chooser.position, chooser.server = i, k",
-     "            if value >= best:\n                best = value\n                chooser.position, chooser.server = i, k"),
-    ("argmax: NaN not preferred", CORE,
-     "            if isnan(value):\n                chooser.position, chooser.server = i, k\n                return", ""),
+    ("argmax: ties to the latest pair", CORE, "        if values[i] > best:", "        if values[i] >= best:"),
+    ("argmax: NaN not preferred", CORE, "        if isnan(values[i]):\n            return i\n", ""),
     ("refresh: the last scored job left out of the search", CORE, "n_old = lo\n", "n_old = lo - 1 if lo > 0 else 0\n"),
     ("refresh: newcomers treated as scored", CORE,
      "elif fresh <= length and queue[length - fresh] == self.scored_until:", "elif fresh <= length:"),
@@ -75,7 +72,7 @@ MUTANTS = [
      "self.server = self.phase1_visits % K", "self.server = (self.phase1_visits + 1) % K"),
     ("forced exploration: phase 1 one round short", CORE, "            if t <= self.tau:", "            if t < self.tau:"),
     ("CQB-TS: noise not scaled by the bonus", CORE,
-     "scorer._means[cell] + scorer._bonuses[cell] * noise[i * K + k]", "scorer._means[cell] + noise[i * K + k]"),
+     "scorer._means[cell] + scorer._bonuses[cell] * scores[i * K + k]", "scorer._means[cell] + scores[i * K + k]"),
     ("Q-ThS: Beta arguments swapped", CORE,
      "self.rng.beta(self.successes + 1.0, self.trials - self.successes + 1.0)",
      "self.rng.beta(self.trials - self.successes + 1.0, self.successes + 1.0)"),
@@ -88,13 +85,13 @@ MUTANTS = [
     ("Newton: step added", CORE, "self._mle[to + a] -= self._grad[a]", "self._mle[to + a] += self._grad[a]"),
     ("Newton: gradient without the ridge", CORE, "grad[a] = reg * theta[to + a]", "grad[a] = 0.0"),
     ("online step: sign of the residual", CORE, "(prob - outcome) * self._hx[a]", "(outcome - prob) * self._hx[a]"),
-    ("Sherman–Morrison: H⁻¹ weight ignored", CORE, "sqrt(1.0 / weight + quad_or_dot(self._uh",
-     "sqrt(1.0 + quad_or_dot(self._uh"),
+    ("Sherman–Morrison: H⁻¹ weight ignored", CORE, "sqrt(1.0 / weight + row_dot(self._uh",
+     "sqrt(1.0 + row_dot(self._uh"),
     ("Sherman–Morrison: V⁻¹ not updated", CORE, "algebra.subtract_outer(self._inv, vo, self._u, d)", "pass"),
     ("inverse: diagonal term of the product skipped", CORE, "s = dot(y, i * d + j, y, j * d + j, d - j)",
      "s = dot(y, i * d + j + 1, y, j * d + j + 1, d - j - 1)"),
     ("Hessian: diagonal ridge dropped", CORE, "h[a * d + a] += reg", "h[a * d + a] += 0.0"),
-    ("Gram matrix: lower triangle not mirrored", CORE, "h[b * d + a] = h[a * d + b]", "h[b * d + a] = 0.0"),
+    ("Gram matrix: lower triangle not mirrored", CORE, "mat[b * d + a] = mat[a * d + b]", "mat[b * d + a] = 0.0"),
     ("non-zeros: negative entries dropped", CORE, "if x[xo + a] != 0.0:", "if x[xo + a] > 0.0:"),
     ("dot: last element skipped", CORE, "    while j < n:", "    while j + 1 < n:"),
     ("ball: projection never applied", CORE, "self.project(k, norm, bound)", "pass"),
@@ -117,10 +114,11 @@ MUTANTS = [
      "                    kept = kept_array.reshape(-1)\n", ""),
     ("BLAS threshold one too high", CORE, "if d < BLAS_MIN_DIM or", "if d <= BLAS_MIN_DIM or"),
     ("sparse M x: a non-zero's row taken at the wrong offset", CORE, "row = mo + index[p] * d", "row = mo + index[p]"),
-    ("BLAS: the Gram sum into the other triangle (dsyrk's uplo)", BLAS, 'dsyrk(b"L"', 'dsyrk(b"U"'),
-    ("BLAS: the inverse read transposed from LAPACK's triangle", BLAS, "s = y[i * d + j]", "s = y[j * d + i]"),
-    ("BLAS: the factor's upper part left as the matrix's", BLAS, "l[i * d + j] = 0.0", "pass"),
-    ("BLAS: M += u uᵀ", BLAS, "minus: cython.double = -1.0", "minus: cython.double = 1.0"),
+    ("BLAS: the Gram sum into the other triangle (dsyrk's uplo)", CORE, 'dsyrk(b"L"', 'dsyrk(b"U"'),
+    ("BLAS: the inverse read transposed from LAPACK's triangle", CORE, "s = y[i * d + j]", "s = y[j * d + i]"),
+    ("BLAS: the factor's upper part left as the matrix's", CORE, "l[i * d + j] = 0.0\n        return True",
+     "pass\n        return True"),
+    ("BLAS: M += u uᵀ", CORE, "minus: cython.double = -1.0", "minus: cython.double = 1.0"),
 ]
 
 
@@ -135,6 +133,17 @@ def build(root: Path) -> None:
         raise SystemExit(f"build failed:\n{done.stderr[-3000:]}")
 
 
+def kernel_of(mutant: tuple, sources: dict) -> tuple:
+    """The mutant with CORE replaced by the kernel source that holds its text."""
+    description, path, old, new = mutant
+    if path == CORE:
+        holders = [kernel for kernel in KERNEL_SOURCES if sources[kernel].count(old) == 1]
+        if len(holders) != 1:
+            raise SystemExit(f"mutant {description!r}: its source text is in {len(holders)} kernels (once in each)")
+        path = holders[0]
+    return description, path, old, new
+
+
 def first_failure(output: str) -> str:
     match = re.search(r"^(?:FAILED|ERROR) (\S+)", output, re.MULTILINE)
     return match.group(1) if match else "(no test named)"
@@ -145,9 +154,10 @@ def main(argv=None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")
     parser.add_argument("--only", nargs="+", help="run only the mutants whose description contains one of these")
     args = parser.parse_args(argv)
-    mutants = [m for m in MUTANTS if args.only is None or any(word in m[0] for word in args.only)]
+    kernels = {kernel: (REPO / kernel).read_text() for kernel in KERNEL_SOURCES}
+    mutants = [kernel_of(m, kernels) for m in MUTANTS if args.only is None or any(word in m[0] for word in args.only)]
     # mutants of Python files first: they run on the pristine build
-    mutants.sort(key=lambda m: m[1] in COMPILED)
+    mutants.sort(key=lambda m: m[1] in KERNEL_SOURCES)
     scratch = Path(tempfile.mkdtemp(prefix="cqb_core_mutants_"))
     survivors = []
     try:
@@ -155,19 +165,19 @@ def main(argv=None) -> int:
         for name in ("setup.py", "pyproject.toml", "README.md"):  # what setup.py reads
             shutil.copy2(REPO / name, scratch / name)
         shutil.copytree(REPO / "tests", scratch / "tests", ignore=shutil.ignore_patterns("__pycache__"))
-        pristine = {path: (scratch / path).read_text() for path in {m[1] for m in mutants} | set(COMPILED)}
+        pristine = {path: (scratch / path).read_text() for path in {m[1] for m in mutants} | set(KERNEL_SOURCES)}
         env = {"PYTHONPATH": str(scratch / "src"), "PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1",
                "OPENBLAS_NUM_THREADS": "1"}
-        built = None  # the texts of the compiled sources the current build is of
-        for description, path, old, new in [("(none: the tests must pass)", CORE, "", "")] + mutants:
+        built = None  # the kernels' texts the current build is of
+        for description, path, old, new in [("(none: the tests must pass)", KERNEL_SOURCES[0], "", "")] + mutants:
             if old and pristine[path].count(old) != 1:
                 raise SystemExit(f"mutant {description!r}: its source text occurs {pristine[path].count(old)} times")
             for other, text in pristine.items():
                 (scratch / other).write_text(text.replace(old, new) if other == path and old else text)
-            compiled_text = [(scratch / source).read_text() for source in COMPILED]
-            if compiled_text != built:
+            core_text = [(scratch / kernel).read_text() for kernel in KERNEL_SOURCES]
+            if core_text != built:
                 build(scratch)
-                built = compiled_text
+                built = core_text
             result = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
                                      "-m", "not slow and not slurm", *TESTS],
                                     cwd=scratch, env=env, capture_output=True, text=True)

@@ -306,7 +306,7 @@ try:
     load_compiled_modules()
 except KeyboardInterrupt:
     sys.exit(7)
-print(sorted(name for name in ("numpy.random", "cqb.sim._core") if name in sys.modules))
+print(sorted(name for name in ("numpy.random", "cqb.sim._rounds") if name in sys.modules))
 """
 
 

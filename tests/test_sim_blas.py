@@ -10,7 +10,6 @@ against the core's loops and numpy from scratch:
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -63,9 +62,7 @@ def test_a_matrix_that_is_not_positive_definite_fails_both_ways():
 def test_blas_from_the_threshold_up_the_loops_below_and_uncompiled():
     assert type(core().dense_algebra(THRESHOLD - 1)) is core().DenseAlgebra
     assert type(core().dense_algebra(THRESHOLD)) is blas_module().BlasAlgebra
-    spec = importlib.util.spec_from_file_location("cqb_sim_core_plain_blas", core_module.SOURCE)
-    plain = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(plain)
+    plain = core_module.plain_kernels()
     assert not plain.COMPILED and type(plain.dense_algebra(200)) is plain.DenseAlgebra
 
 

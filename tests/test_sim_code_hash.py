@@ -29,16 +29,17 @@ def test_the_installed_hash_is_the_hash_of_the_sim_folder():
 def test_every_source_file_of_the_subpackage_is_hashed_and_no_build_product(package_copy):
     sim = package_copy / "sim"
     hashed = {path.relative_to(sim).as_posix() for path in source_files(sim)}
-    sources = {path.relative_to(sim).as_posix() for path in sim.rglob("*.py") if "__pycache__" not in path.parts}
-    assert hashed == sources and {"_core.py", "core.py", "simulate.py", "policies/registry.py"} <= hashed
+    sources = {path.relative_to(sim).as_posix() for path in sim.rglob("*")
+               if "__pycache__" not in path.parts and path.suffix in (".py", ".pxd")}
+    assert hashed == sources and {"_rounds.py", "_algebra.pxd", "core.py", "simulate.py", "policies/registry.py"} <= hashed
     assert not any(path.suffix in (".c", ".so", ".sha256") for path in source_files(sim))
     before = code_hash(sim)
     # build products: the compiled core, its build record, Cython's C, bytecode
     (sim / "__pycache__").mkdir(exist_ok=True)
     (sim / "__pycache__" / "simulate.cpython-311.pyc").write_bytes(b"\0")
-    (sim / "_core.cpython-311-x86_64-linux-gnu.so").write_bytes(b"\0")
-    (sim / "_core.sha256").write_text("0" * 64 + "\n")
-    (sim / "_core.c").write_text("/* generated */\n")
+    (sim / "_rounds.cpython-311-x86_64-linux-gnu.so").write_bytes(b"\0")
+    (sim / "_kernels.sha256").write_text("0" * 64 + "\n")
+    (sim / "_rounds.c").write_text("/* generated */\n")
     assert code_hash(sim) == before
 
 
@@ -71,3 +72,29 @@ def test_a_renamed_file_changes_the_hash(package_copy):
     before = code_hash(sim)
     (sim / "rng.py").rename(sim / "seeds.py")
     assert code_hash(sim) != before
+
+
+def test_the_build_record_and_the_code_hash_cover_every_kernel(package_copy):
+    """Every compiled module of cqb.sim, and every source written for Cython
+    (it imports cython), is in cqb.sim.core.BUILT_MODULES, which setup.py
+    compiles and whose .py and .pxd the build record and the code hash cover:
+    an edit of any of them is a stale build and another code hash."""
+    import importlib.machinery
+
+    from cqb.sim import core as core_module
+
+    sim = package_copy / "sim"
+    built = {path.name.split(".")[0] for path in (PACKAGE / "sim").iterdir()
+             if path.name.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))}
+    for_cython = {path.stem for path in sim.glob("*.py") if "\nimport cython\n" in path.read_text()}
+    declared = {path.stem for path in sim.glob("*.pxd")}
+    assert built == for_cython == set(core_module.BUILT_MODULES) >= declared
+    covered = core_module.kernel_sources(sim)
+    assert {path.name for path in covered} == {f"{name}.py" for name in for_cython} | {f"{name}.pxd" for name in declared}
+    before, code_before = core_module.kernels_hash(sim), code_hash(sim)
+    for path in covered:
+        original = path.read_bytes()
+        path.write_bytes(original + b"\n")
+        assert core_module.kernels_hash(sim) != before and code_hash(sim) != code_before, path
+        path.write_bytes(original)
+    assert core_module.kernels_hash(sim) == before

@@ -1,8 +1,8 @@
-"""The simulation core (cqb.sim._core) against the science, not against a copy.
+"""The simulation core (cqb.sim.core's kernels) against the science, not against a copy.
 
 * every built-in policy gives the same run through the plugin loop (its Python
   choose/observe, wrapped by PolicyChooser) as through its compiled chooser;
-* the compiled module gives the runs and the states of the same file run as
+* the compiled kernels give the runs and the states of the same files run as
   plain Python (the reference for debugging);
 * the estimator, after every update, against numpy from scratch: V⁻¹, H⁻¹, the
   exact MLE after a refit, one Newton step otherwise, β_k, the projection;
@@ -16,12 +16,10 @@ from __future__ import annotations
 import importlib.util
 import math
 import signal
-import sys
 
 import numpy as np
 import pytest
 
-import cqb.sim
 import cqb.sim.core as core_module
 from cqb.sim.core import core
 from cqb.sim.estimation import LogisticEstimator
@@ -398,7 +396,7 @@ def test_a_signal_during_the_round_loop_is_raised_inside_it():
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
-    names = [entry.name.rsplit(".", 1)[-1] for entry in raised.traceback]  # compiled: cqb.sim._core.play_rounds
+    names = [entry.name.rsplit(".", 1)[-1] for entry in raised.traceback]  # compiled: cqb.sim._rounds.play_rounds
     assert names[-2:] == ["play_rounds", "interrupt"], names
 
 
@@ -408,38 +406,33 @@ def test_a_signal_during_the_round_loop_is_raised_inside_it():
 def test_a_stale_build_is_refused_and_the_current_one_accepted(monkeypatch, tmp_path):
     monkeypatch.setattr(core_module, "_CORE", None)
     assert core().COMPILED  # this checkout's build is current
-    stale = tmp_path / "_core.sha256"
+    stale = tmp_path / "_kernels.sha256"
     stale.write_text("0" * 64 + "\n")
     for patch in ({"BUILD_RECORD": stale}, {"BUILD_RECORD": tmp_path / "missing.sha256"}):
         monkeypatch.setattr(core_module, "_CORE", None)
         for name, value in patch.items():
             monkeypatch.setattr(core_module, name, value)
-        with pytest.raises(ImportError, match="compiled from another version .* rebuild it with `pip install -e .`"):
+        with pytest.raises(ImportError, match="compiled from another version .* rebuild them with `pip install -e .`"):
             core()
         monkeypatch.undo()
-    edited = tmp_path / "_core.py"
-    edited.write_bytes(core_module.SOURCE.read_bytes() + b"\n# edited after the build\n")
-    monkeypatch.setattr(core_module, "SOURCE", edited)
-    monkeypatch.setattr(core_module, "_CORE", None)
-    with pytest.raises(ImportError, match="compiled from another version"):
-        core()
+    # any kernel source edited after the build, its .py or its .pxd
+    for source in core_module.kernel_sources(core_module.SOURCE_FOLDER):
+        copy = tmp_path / source.name / "sim"
+        copy.mkdir(parents=True)
+        for kernel in core_module.kernel_sources(core_module.SOURCE_FOLDER):
+            (copy / kernel.name).write_bytes(kernel.read_bytes())
+        (copy / source.name).write_bytes(source.read_bytes() + b"\n# edited after the build\n")
+        monkeypatch.setattr(core_module, "SOURCE_FOLDER", copy)
+        monkeypatch.setattr(core_module, "_CORE", None)
+        with pytest.raises(ImportError, match="compiled from another version"):
+            core()
+        monkeypatch.undo()
 
-
-def test_a_stale_blas_module_is_refused_and_the_current_one_accepted(monkeypatch, tmp_path):
-    monkeypatch.setattr(core_module, "_BLAS", None)
-    assert core_module.blas_module().BlasAlgebra  # this checkout's build is current
-    edited = tmp_path / "_blas.py"
-    edited.write_bytes(core_module.BLAS_SOURCE.read_bytes() + b"\n# edited after the build\n")
-    monkeypatch.setattr(core_module, "BLAS_SOURCE", edited)
-    monkeypatch.setattr(core_module, "_BLAS", None)
-    with pytest.raises(ImportError, match="cqb.sim._blas was compiled from another version"):
-        core_module.blas_module()
 
 
 def test_an_uncompiled_core_is_refused_unless_asked_for(monkeypatch, plain_core):
     monkeypatch.setattr(core_module, "_CORE", None)
-    monkeypatch.setitem(sys.modules, "cqb.sim._core", plain_core)
-    monkeypatch.setattr(cqb.sim, "_core", plain_core)
+    monkeypatch.setattr(core_module, "import_kernels", lambda: list(plain_core.modules))
     monkeypatch.delenv("CQB_UNCOMPILED", raising=False)
     with pytest.raises(ImportError, match=r"not compiled: run `pip install -e .`.*CQB_UNCOMPILED=1") as error:
         core()
@@ -448,7 +441,7 @@ def test_an_uncompiled_core_is_refused_unless_asked_for(monkeypatch, plain_core)
     with pytest.raises(ImportError, match="not compiled"):
         core()
     monkeypatch.setenv("CQB_UNCOMPILED", "1")
-    assert core() is plain_core
+    assert not core().COMPILED and core().modules == plain_core.modules
 
 
 # ------------------------------------------------------- the plugin loop and the compiled loop
@@ -511,15 +504,14 @@ def test_the_plugin_loop_and_the_compiled_loop_take_the_same_path(name, case):
 
 @pytest.fixture(scope="module")
 def plain_core():
-    """src/cqb/sim/_core.py run as plain Python (Cython's shadow `cython` module
-    makes the annotations no-ops), under another module name."""
+    """The kernels' sources run as plain Python (Cython's shadow `cython` module
+    makes the annotations no-ops), under another package name."""
     if importlib.util.find_spec("cython") is None:
         pytest.fail("the uncompiled core needs Cython's shadow module `cython`: pip install cython")
-    spec = importlib.util.spec_from_file_location("cqb_sim_core_uncompiled", core_module.SOURCE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    assert not module.COMPILED and core().COMPILED
-    return module
+    kernels = core_module.plain_kernels()
+    assert not kernels.COMPILED and core().COMPILED
+    assert not any(core_module.is_compiled(module) for module in kernels.modules)
+    return kernels
 
 
 def ulps(a, b):
@@ -573,7 +565,7 @@ def test_the_compiled_core_is_the_uncompiled_source_to_the_bit(monkeypatch, plai
         monkeypatch.setattr(core_module, "_CORE", module)  # what every policy and run_policy build on
         policy, _ = make_policy(name, policy_env(instance, horizon), trace.contexts, stream(seed, "policy"),
                                 params, true_means=trace.true_means)
-        assert type(policy.chooser).__module__ == module.__name__
+        assert type(policy.chooser).__module__ in {kernel.__name__ for kernel in module.modules}
         runs.append(run_policy(policy, trace))
         states.append(policy_state(policy))
     compiled, plain = runs

@@ -43,7 +43,7 @@ def test_builtin_lookups_do_not_scan_entry_points_and_the_first_listing_or_miss_
         # what a simulation job of a built-in policy does: no scan
         for name in cqb.sim.policies.registry.BUILTIN_ORDER:
             cqb.policies.get_spec(name); cqb.policies.policy_parameters(name)
-            assert name in cqb.policies.POLICIES and cqb.policies.DISPLAY_NAMES[name]
+            assert cqb.policies.DISPLAY_NAMES[name]
         cqb.sim.simulate.simulate({"kind": "synthetic", "n_servers": 2, "dim": 2, "arrival_rate": 0.5,
                                "slack": 0.1}, "cqb_opt", None, 5, 0)
         assert calls == [], calls
@@ -53,7 +53,7 @@ def test_builtin_lookups_do_not_scan_entry_points_and_the_first_listing_or_miss_
         except ValueError:
             pass
         assert calls == [1], calls
-        cqb.policies.registered_policies(); list(cqb.policies.POLICIES); "other" in cqb.policies.POLICIES
+        cqb.policies.registered_policies(); list(cqb.policies.DISPLAY_NAMES); "other" in cqb.policies.DISPLAY_NAMES
         assert calls == [1], calls
         print("ok")
     """)
@@ -65,9 +65,9 @@ def test_builtin_lookups_do_not_scan_entry_points_and_the_first_listing_or_miss_
 
 @pytest.mark.parametrize("listing", [
     lambda: policies.registered_policies(),
-    lambda: list(policies.POLICIES),
+    lambda: list(policies.DISPLAY_NAMES),
     lambda: len(policies.DISPLAY_NAMES),
-    lambda: "not_built_in" in policies.POLICIES,
+    lambda: "not_built_in" in policies.DISPLAY_NAMES,
 ])
 def test_listings_and_misses_scan_the_entry_points(monkeypatch, listing):
     calls = []
@@ -86,8 +86,8 @@ def _lookups():
         "get_spec": lambda name: policies.get_spec(name).name == name,
         "policy_parameters": lambda name: policies.policy_parameters(name) == {"width": 2},
         "make_policy": lambda name: policies.make_policy(name, ENV, contexts, rng)[1].width == 2,
-        "POLICIES in": lambda name: name in policies.POLICIES,
-        "POLICIES iteration": lambda name: name in list(policies.POLICIES),
+        "DISPLAY_NAMES in": lambda name: name in policies.DISPLAY_NAMES,
+        "DISPLAY_NAMES iteration": lambda name: name in list(policies.DISPLAY_NAMES),
         "DISPLAY_NAMES": lambda name: policies.DISPLAY_NAMES[name] == "Lazy plugin",
     }
 
@@ -127,7 +127,6 @@ def test_plugins_list_after_the_builtins_in_their_listing_order(fake_installed_p
     name, _ = fake_installed_plugin
     expected = [*BUILTIN_ORDER, name]
     assert list(policies.registered_policies()) == expected
-    assert list(policies.POLICIES) == expected
     assert list(policies.DISPLAY_NAMES) == expected
 
 

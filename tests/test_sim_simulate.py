@@ -6,13 +6,14 @@ import pytest
 import cqb
 from cqb.sim.instances import instance_from_spec, pool_instance, synthetic_instance
 from cqb.sim.runfile import load_run, save_run
-from cqb.policies import POLICIES, PolicyEnv, make_policy
+from cqb.policies import PolicyEnv, make_policy
+from cqb.sim.policies import registry
 from cqb.sim.policies.registry import BUILTIN_ORDER
 from cqb.sim.rng import STREAM_NAMES, seed_streams, stream
 from cqb.sim.simulate import RunResult, draw_trace, policy_env, run_policy, simulate
 from cqb.pipeline.experiments import BASE_INSTANCE
 
-# The built-in policies, not sorted(POLICIES): listing the registry at collection
+# The built-in policies, not registered_policies(): listing the registry at collection
 # would load (and test) whatever plugins the environment has installed.
 BUILTIN_POLICIES = sorted(BUILTIN_ORDER)
 
@@ -515,7 +516,7 @@ def test_plugin_policies_register_through_entry_points(tmp_path, monkeypatch):
         result = simulate(SMALL, "test_oldest_first", None, 200, 0)
         assert result.queue.shape == (200,)
     finally:
-        POLICIES.pop("test_oldest_first", None)
+        registry._specs.pop("test_oldest_first", None)
         DISPLAY_NAMES.pop("test_oldest_first", None)
     broken = EntryPoint("broken", "no_such_module_here", "cqb.policies")
     with pytest.raises(ImportError, match="broken"):

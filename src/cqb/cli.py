@@ -265,7 +265,7 @@ def _draw_trace(args, spec: dict, out: Path, blas_pinned: bool) -> int:
 
 
 def load_compiled_modules() -> None:
-    """Import the Cython modules a run uses (numpy.random's, the core) with
+    """Import the Cython modules a run uses (numpy.random's, the kernels) with
     SIGINT held back. A Cython module's import registers its types with
     collections.abc under a bare ``except: pass``: a Ctrl-C handled there
     would be swallowed and the run would go on to its end. Held back, the
@@ -278,7 +278,9 @@ def load_compiled_modules() -> None:
     try:
         import numpy.random  # noqa: F401
 
-        from .sim import _core  # noqa: F401  (cqb.sim.core checks the build when a run first uses it)
+        from .sim.core import import_kernels
+
+        import_kernels()  # cqb.sim.core checks the build when a run first uses them
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, held)
 

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from .claim_statistics import (CHECKS, COMPARISONS, bootstrap_mean_interval, check_best, check_claim,  # noqa: F401
+from .claim_statistics import (COMPARISONS, bootstrap_mean_interval, check_best, check_claim,  # noqa: F401
                                check_converges, check_drops, check_grows, check_ordered, check_stall_rate,
                                claim_comparisons, drop_from_peak, mean_interval, skew_corrected_bounds, summarise)
 from .claims_registry import (CLAIM_COLUMNS, KINDS, METRICS, READING_FIELDS, TESTABLE, ClaimResult,  # noqa: F401

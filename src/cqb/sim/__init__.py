@@ -1,8 +1,10 @@
 """The simulation core: everything ``cqb run`` executes to produce a run file.
 
-``_core`` (the hot loops, written once in Python and compiled by Cython: the
-round loop, the estimators, the cached scores, the policies' choosers, Filippi's
-projection, the sampler's screen) and ``core`` (its build check); ``rng`` (the
+the kernels (the hot loops, written once in Python and compiled by Cython
+into one module per concern: ``_algebra``, ``_projection`` (Filippi's),
+``_estimator``, ``_scorer`` (the cached scores), ``_choosers`` (the policies'
+decisions), ``_rounds`` (the round loop), ``_sampler`` (the sampler's screen))
+and ``core`` (their namespace and build check); ``rng`` (the
 seed streams), ``instances`` (θ*, λ, contexts), ``estimation`` (the
 estimator's parameters), ``policies`` (the registry, the parameter
 dataclasses, the CQB family and the baselines), ``simulate`` (policy and

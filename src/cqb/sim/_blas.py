@@ -1,7 +1,7 @@
 """The estimator's dense algebra by BLAS/LAPACK (scipy.linalg.cython_blas and
-cython_lapack: direct C calls), for d ≥ cqb.sim._core.BLAS_MIN_DIM.
+cython_lapack: direct C calls), for d ≥ BLAS_MIN_DIM (cqb.sim._algebra).
 
-Imported only by cqb.sim._core.dense_algebra, at the first estimator that
+Imported only by cqb.sim._algebra.dense_algebra (through cqb.sim.core.blas_module), at the first estimator that
 needs it: loading it loads scipy.linalg (~0.2 s), which smaller instances
 never pay. Compiled only: uncompiled, the core keeps its loops at every d.
 
@@ -17,7 +17,7 @@ loading this module (cqb.sim.core.blas_module) pins BLAS to one thread
 import cython
 
 if cython.compiled:
-    from cython.cimports.cqb.sim._core import DenseAlgebra
+    from cython.cimports.cqb.sim._algebra import DenseAlgebra
     from cython.cimports.scipy.linalg.cython_blas import dger, dsymv, dsyrk
     from cython.cimports.scipy.linalg.cython_lapack import dpotrf, dpotri, dpotrs
 else:  # pragma: no cover - the core never picks this class uncompiled
@@ -26,7 +26,7 @@ else:  # pragma: no cover - the core never picks this class uncompiled
 
 @cython.cclass
 class BlasAlgebra(DenseAlgebra):
-    """cqb.sim._core.DenseAlgebra's steps by BLAS/LAPACK; M x by dsymv for a
+    """cqb.sim._algebra.DenseAlgebra's steps by BLAS/LAPACK; M x by dsymv for a
     dense x only (a sparse x keeps the loops' gather)."""
 
     def __init__(self):

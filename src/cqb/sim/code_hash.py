@@ -14,9 +14,9 @@ import hashlib
 from pathlib import Path
 
 SIMULATION_ROOT = Path(__file__).parent
-# Sources only: build products (the compiled kernel's .so, __pycache__) differ
-# between machines that run the same code.
-SOURCE_SUFFIXES = (".py",)
+# Sources only (the kernels' .pxd declarations are source): build products (the
+# compiled kernels' .so, __pycache__) differ between machines that run the same code.
+SOURCE_SUFFIXES = (".py", ".pxd")
 
 
 def source_files(root: Path) -> list[Path]:

@@ -6,14 +6,12 @@ its projection θ_k onto {‖θ‖ ≤ S_k} (S_k = S for every server unless a b
 per server is given) and the inverses of the design matrix
 V_k = κλ₀I + Σ x_i x_iᵀ and of the Hessian, kept by Sherman–Morrison updates.
 Only the served server changes in a round. The arithmetic is the compiled
-core's (cqb.sim._core.Estimator); this module checks the parameters and builds it.
+core's (cqb.sim._estimator.Estimator); this module checks the parameters and builds it.
 """
 
 from __future__ import annotations
 
 import math
-
-import numpy as np
 
 from .core import core
 
@@ -22,9 +20,9 @@ DESIGN_REGS = ("kappa", "plain")
 
 
 def logistic(z):
-    """μ(z) = 1/(1 + e^(−z)), computed as (1 + tanh(z/2))/2: stable for any z, and
-    plain numpy, so a simulation job need not import scipy (≈ 0.3 s per job)."""
-    return 0.5 * (1.0 + np.tanh(0.5 * np.asarray(z, dtype=np.float64)))
+    """μ(z) = 1/(1 + e^(−z)) of every entry of the array z: the kernels' one μ
+    (cqb.sim._algebra.logistic), not a second formula that rounds otherwise."""
+    return core().logistic_values(z)
 
 
 def check_estimator_params(params) -> None:
@@ -55,7 +53,7 @@ def _positive_number(value) -> bool:
 
 
 def LogisticEstimator(n_servers: int, dim: int, capacity: int, params):
-    """The K per-server estimators of one CQB policy (cqb.sim._core.Estimator,
+    """The K per-server estimators of one CQB policy (cqb.sim._estimator.Estimator,
     whose docstring gives the schedule), from a resolved EstimatorParams."""
     check_estimator_params(params)
     return core().Estimator(n_servers, dim, capacity, params)
@@ -63,7 +61,7 @@ def LogisticEstimator(n_servers: int, dim: int, capacity: int, params):
 
 def filippi_projection(X, mle, design_inv, reg, bound, start):
     """argmin over ‖θ‖ ≤ S of ‖g(θ) − g(θ̂)‖ in the V⁻¹ norm, g(θ) = Σ μ(x_iᵀθ)x_i + λ₀θ,
-    from ``start`` (cqb.sim._core.filippi_solve).
+    from ``start`` (cqb.sim._projection.filippi_solve).
 
     The regularised score equation makes g(θ̂) = Σ y_i x_i, so the projected
     estimate matches the data's moments as well as the ball allows."""

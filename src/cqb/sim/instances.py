@@ -177,7 +177,7 @@ SCREEN_SLOP = 1e-11
 def _draw_accepted(rng, size: int, theta: np.ndarray, threshold: float) -> np.ndarray:
     """Of ``size`` raw draws ``rng.uniform(-1, 1, (size, d))``, the rows that
     pass ``_passes`` once scaled to unit length, in draw order, not yet scaled:
-    drawn and screened in compiled code (cqb.sim._core.draw_screened), which
+    drawn and screened in compiled code (cqb.sim._sampler.draw_screened), which
     decides every row clearly inside or outside the cut; the numpy reference
     decides the rest (a handful per million draws)."""
     from .core import core

@@ -37,7 +37,7 @@ class PolicyRun:
 
 
 def run_policy(policy, trace: Trace, record: dict | None = None) -> PolicyRun:
-    """Play one policy on a trace, through the round loop of cqb.sim._core
+    """Play one policy on a trace, through the round loop of cqb.sim._rounds
     (play_rounds): a built-in policy's compiled chooser, or any other policy's
     choose/observe called from it.
 

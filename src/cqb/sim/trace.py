@@ -101,7 +101,7 @@ def oracle_queue(trace: Trace) -> np.ndarray:
     """Q*(t), t = 1..T: the optimal policy π* (policies.baselines.OraclePolicy:
     the waiting job of highest best true mean, the earliest arrival on ties,
     at its best server) played on ``trace`` by the compiled core's heap
-    (cqb.sim._core.oracle_queue_lengths) instead of a scan of the queue per
+    (cqb.sim._rounds.oracle_queue_lengths) instead of a scan of the queue per
     round: the same queue path (tests/test_sim_simulate.py compares it with
     the oracle policy played through the round loop)."""
     best_mean = trace.true_means.max(axis=1) if trace.true_means.shape[0] else np.zeros(0)

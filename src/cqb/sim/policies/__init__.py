@@ -38,7 +38,6 @@ from .parameters import (
 from .registry import (
     DISPLAY_NAMES,
     PLUGIN_GROUP,
-    POLICIES,
     Policy,
     PolicySpec,
     get_spec,
@@ -51,7 +50,7 @@ from .registry import (
 )
 
 __all__ = [
-    "DISPLAY_NAMES", "PLUGIN_GROUP", "POLICIES", "EpsilonOptParams", "EpsilonParams", "EstimatorParams",
+    "DISPLAY_NAMES", "PLUGIN_GROUP", "EpsilonOptParams", "EpsilonParams", "EstimatorParams",
     "EtaParams", "ExplorationUCBPolicy", "NoParams", "OptimisticPolicy", "OptimisticScorer",
     "OraclePolicy", "Policy", "PolicyEnv", "PolicySpec", "QueueBanditParams", "QueueBanditPolicy", "QueueThompsonParams", "QueueUCBParams",
     "RandomPolicy", "ThompsonParams", "ThompsonPolicy", "experiment_tau", "get_spec",

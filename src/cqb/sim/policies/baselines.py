@@ -1,5 +1,5 @@
 """The context-blind baselines and the oracle: Random, Optimal (π*), Q-UCB and
-Q-ThS, each a compiled chooser of cqb.sim._core."""
+Q-ThS, each a compiled chooser of cqb.sim._choosers."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The CQB family (CQB-ε, CQB-Opt, CQB-ε-Opt, CQB-TS, CQB-η-2): each a
-compiled chooser of cqb.sim._core on a cached optimistic scorer."""
+compiled chooser of cqb.sim._choosers on a cached optimistic scorer."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ from .registry import register_policy
 
 def OptimisticScorer(env, contexts, params):
     """The cached means, bonuses c_β·β_k·‖x‖_{V_k⁻¹} and UCB index of queued
-    jobs (cqb.sim._core.Scorer) on a fresh estimator of one server per K."""
+    jobs (cqb.sim._scorer.Scorer) on a fresh estimator of one server per K."""
     estimator = LogisticEstimator(env.n_servers, env.dim, env.horizon, params)
     return core().Scorer(estimator, contexts, float(params.bonus_scale))
 
 
 class CompiledPolicy:
-    """A built-in policy: ``chooser`` (cqb.sim._core) plays every round of
+    """A built-in policy: ``chooser`` (cqb.sim._choosers) plays every round of
     cqb.sim.simulate.run_policy in compiled code. choose and observe call the
     same chooser from Python, so the policy is also an ordinary plugin-shaped
     object (the tests play it both ways)."""

@@ -69,7 +69,7 @@ def _ensure_known(name) -> None:
 
 class _RegistryView(MutableMapping):
     """A registry dict that loads the entry-point plugins before any read, so
-    code iterating ``POLICIES`` or ``DISPLAY_NAMES`` does not miss them."""
+    code iterating ``registered_policies()`` or ``DISPLAY_NAMES`` does not miss them."""
 
     def __init__(self, data: dict):
         self._data = data
@@ -102,9 +102,7 @@ class _RegistryView(MutableMapping):
         return repr(dict(self.items()))
 
 
-# Kept for existing callers; prefer registered_policies(). Both views load the
-# plugins on the first listing or miss, so they are complete whenever they are looked at.
-POLICIES: MutableMapping[str, PolicySpec] = _RegistryView(_specs)
+# Loads the plugins on the first listing or miss, so it is complete whenever it is looked at.
 DISPLAY_NAMES: MutableMapping[str, str] = _RegistryView(_display_names)  # name → name in figures
 
 
@@ -123,7 +121,7 @@ def register_policy(name: str, display_name: str, params: type, needs_truth: boo
 
 def registered_policies() -> dict[str, PolicySpec]:
     """Every registered policy, plugins included, by name, in listing order."""
-    return dict(POLICIES.items())
+    return dict(_RegistryView(_specs).items())
 
 
 def get_spec(name: str) -> PolicySpec:
