@@ -72,10 +72,7 @@ class BlasAlgebra(DenseAlgebra):
         i: cython.Py_ssize_t
         j: cython.Py_ssize_t
         s: cython.double
-        for i in range(d * d):
-            y[i] = a[i]
-        dpotrf(b"U", cython.address(n), cython.address(y[0]), cython.address(n), cython.address(info))
-        if info != 0:
+        if not self.factor(a, y, d):  # dpotri reads only the factor's triangle
             return False
         dpotri(b"U", cython.address(n), cython.address(y[0]), cython.address(n), cython.address(info))
         if info != 0:
