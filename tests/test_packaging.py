@@ -26,7 +26,7 @@ def test_the_catalog_finds_the_workflow_where_its_settings_say():
     # the catalog takes workflow/Snakefile when workflow/ exists; the top-level
     # Snakefile only includes it (both load the same workflow: test_workflow_module.py)
     assert (REPO / "workflow" / "Snakefile").is_file()
-    assert code_lines(REPO / "Snakefile") == ['include: "workflow/Snakefile"']
+    assert code_lines(REPO / "Snakefile") == ['workflow.include("workflow/Snakefile", overwrite_default_target=True)']
     settings = yaml.safe_load((REPO / ".snakemake-workflow-catalog.yml").read_text())["usage"]
     # the catalog adds --cores itself; the conda route is pinned but not run in CI
     assert not re.search(r"(^|\s)(--cores|-c|-j|--jobs)\b", settings["mandatory-flags"]["flags"])

@@ -46,20 +46,22 @@ def planned_jobs(stdout: str) -> dict[str, int]:
 
 
 def test_both_entry_points_load_the_same_main_workflow(tmp_path):
-    """`snakemake` from the root (the top-level Snakefile) and `-s workflow/Snakefile`:
-    the same plan, the project's profile, and neither mistaken for a module."""
+    """`snakemake` from the root (the top-level Snakefile) and `-s workflow/Snakefile`,
+    without a target: the same plan (rule `all`'s), the project's profile, and
+    neither mistaken for a module."""
     copy = copy_workflow(tmp_path / "repo")
     with open(copy / "workflow" / "Snakefile", "a") as snakefile:
         snakefile.write(PARSE_PROBE)
     plans = {}
     for entry in ([], ["-s", "workflow/Snakefile"]):
-        process = snakemake(copy, *entry, "-n", "fig2", "--configfile", "config/smoke.yaml")
+        process = snakemake(copy, *entry, "-n", "--configfile", "config/smoke.yaml")
         assert "Using workflow specific profile profiles/default" in process.stderr, process.stderr[-2000:]
         probe = json.loads((copy / "parse_probe.json").read_text())
         assert probe == {"module": False, "run_server": True, "basedir": str(copy.resolve()),
                          "report": str(copy.resolve() / "workflow" / "report" / "workflow.rst")}, (entry, probe)
         plans[" ".join(entry) or "root"] = planned_jobs(process.stdout)
-    assert plans["root"]["simulate"] > 0 and plans["root"] == plans["-s workflow/Snakefile"], plans
+    assert plans["root"]["simulate"] > 0 and plans["root"].get("all") == 1, plans
+    assert plans["root"] == plans["-s workflow/Snakefile"], plans
 
 
 def host_workflow(directory: Path, execution: dict | None, entry: str = "Snakefile") -> Path:
