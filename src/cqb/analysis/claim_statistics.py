@@ -60,7 +60,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from .claims_registry import KINDS, ClaimResult, ClaimSpec, Comparison
+from .claims_registry import ClaimResult, ClaimSpec, Comparison
 from .summaries import binomial_interval
 from .verdict_rules import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, TIE, combine, comparison_verdict, decisive, fail_level
 
@@ -321,15 +321,13 @@ def _stall_rate(runs, spec, confidence=0.95, margin=0.0, fail_confidence=None):
             f"is below {spec.threshold:g}", False)
 
 
-COMPARISONS = {"grows": _grows, "converges": _converges, "typical_below": _typical_below, "ordered": _ordered,
-               "best": _best, "drops": _drops, "stall_rate": _stall_rate}
-
-
 def claim_comparisons(runs, spec, confidence=0.95, margin=0.0, fail_confidence=None):
     """(comparisons, statistic text, upward) of a claim on a run table:
     holds and ties judged at ``confidence``, "does not hold" at
     ``fail_confidence`` (default: Bonferroni over the claim's comparisons)."""
-    return COMPARISONS[spec.kind](runs, spec, confidence, margin, fail_confidence)
+    from .claim_kinds import claim_kind  # the kinds' table holds this module's checks
+
+    return claim_kind(spec.kind).comparisons(runs, spec, confidence, margin, fail_confidence)
 
 
 def summarise(spec: ClaimSpec, comparisons, statistic: str, upward: bool) -> ClaimResult:
@@ -349,16 +347,12 @@ def check_claim(runs, spec, confidence=0.95, margin=0.0, fail_confidence=None) -
     return summarise(spec, *claim_comparisons(runs, spec, confidence, margin, fail_confidence))
 
 
-def _checker(kind):
-    def check(runs, spec, confidence=0.95, margin=0.0):
-        return check_claim(runs, spec, confidence, margin)
-    check.__name__ = f"check_{kind}"
-    return check
+def _check(runs, spec, confidence=0.95, margin=0.0):
+    return check_claim(runs, spec, confidence, margin)
 
 
-check_grows, check_converges, check_ordered, check_best, check_drops, check_stall_rate = (
-    _checker(kind) for kind in ("grows", "converges", "ordered", "best", "drops", "stall_rate"))
-CHECKS = {kind: _checker(kind) for kind in KINDS}
+# one name per kind, as callers read them; each dispatches on spec.kind
+check_grows = check_converges = check_ordered = check_best = check_drops = check_stall_rate = _check
 
 
 _drop_from_peak = drop_from_peak  # the name the calibration used
