@@ -40,8 +40,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .claim_kinds import MEAN, RATE, SIGN, claim_kind
-from .claim_statistics import claim_comparisons, skew_corrected_bounds
+from .claim_kinds import MEAN, RATE, SIGN, claim_comparisons, claim_kind
+from .claim_statistics import skew_corrected_bounds
 from .summaries import binomial_bounds
 from .verdict_rules import (BEYOND_MARGIN, FAILS, HOLDS, INCONCLUSIVE, NO_SIZE, NOT_TESTABLE, TIE,
                             comparison_verdicts, correct_verdicts, decided, procedure_levels, size_against_margin)

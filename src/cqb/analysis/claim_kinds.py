@@ -7,7 +7,8 @@ draws its per-seed values and centres them for the null, and what its
 equivalence margin δ (``claim_margins``) means. Every other module looks a
 kind up here; the config schema's ``claim_kind`` enum and ``claim_margins``
 properties are tested against this table (tests/test_extending.py), and
-docs/extending.md lists the files a new kind touches.
+docs/extending.md lists the files a new kind touches. A claim's check
+(:func:`claim_comparisons`, :func:`check_claim`) is its kind's.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .claim_statistics import (_best, _converges, _drops, _groups, _grows, _ordered, _stall_rate, _typical_below,
-                               drop_from_peak)
+                               ClaimResult, drop_from_peak, summarise)
 
 # how the calibration resamples a kind's per-seed values and centres them for its null
 MEAN = "mean"  # a mean, moved onto the threshold
@@ -109,4 +110,25 @@ COMPARISONS = {kind.name: kind.comparisons for kind in CLAIM_KINDS}
 
 
 def claim_kind(name: str) -> ClaimKind:
+    if name not in KIND_TABLE:
+        raise ValueError(f"kind must be one of {KINDS}, got {name!r}")
     return KIND_TABLE[name]
+
+
+def claim_comparisons(runs, spec, confidence=0.95, margin=0.0, fail_confidence=None):
+    """(comparisons, statistic text, upward) of a claim on a run table:
+    holds and ties judged at ``confidence``, "does not hold" at
+    ``fail_confidence`` (default: Bonferroni over the claim's comparisons)."""
+    return claim_kind(spec.kind).comparisons(runs, spec, confidence, margin, fail_confidence)
+
+
+def check_claim(runs, spec, confidence=0.95, margin=0.0, fail_confidence=None) -> ClaimResult:
+    return summarise(spec, *claim_comparisons(runs, spec, confidence, margin, fail_confidence))
+
+
+def _check(runs, spec, confidence=0.95, margin=0.0):
+    return check_claim(runs, spec, confidence, margin)
+
+
+# one name per kind, as callers read them; each dispatches on spec.kind
+check_grows = check_converges = check_ordered = check_best = check_drops = check_stall_rate = _check

@@ -20,10 +20,10 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from .claim_kinds import COMPARISONS, KINDS, claim_kind  # noqa: F401
-from .claim_statistics import (bootstrap_mean_interval, check_best, check_claim,  # noqa: F401
-                               check_converges, check_drops, check_grows, check_ordered, check_stall_rate,
-                               claim_comparisons, drop_from_peak, mean_interval, skew_corrected_bounds, summarise)
+from .claim_kinds import (COMPARISONS, KINDS, check_best, check_claim, check_converges, check_drops,  # noqa: F401
+                          check_grows, check_ordered, check_stall_rate, claim_comparisons, claim_kind)
+from .claim_statistics import (bootstrap_mean_interval, drop_from_peak,  # noqa: F401
+                               mean_interval, skew_corrected_bounds, summarise)
 from .claims_registry import (CLAIM_COLUMNS, METRICS, READING_FIELDS, TESTABLE, ClaimResult,  # noqa: F401
                               ClaimSpec, Comparison, Reading)
 from .summaries import binomial_interval  # noqa: F401

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from .claim_kinds import claim_kind
-from .claim_statistics import claim_comparisons, summarise
+from .claim_kinds import claim_comparisons, claim_kind
+from .claim_statistics import summarise
 from .claims import reading_rows
 from .claims_registry import ClaimSpec, Comparison
 from .verdict_rules import INCONCLUSIVE, is_decided, look_level

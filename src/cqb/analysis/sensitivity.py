@@ -23,8 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..errors import ConfigError
-from .claim_kinds import BEST
-from .claim_statistics import check_best
+from .claim_kinds import BEST, check_best
 from .claims_registry import ClaimSpec
 from .verdict_rules import FAILS, HOLDS, INCONCLUSIVE
 

@@ -226,8 +226,7 @@ def paired_comparison(rows, candidate: str, other: str, metric: str, name: str, 
     """Paired by seed, mean of (other − candidate) of ``metric`` with its
     bootstrap interval and verdict (holds: the candidate is lower): the
     ``best`` check of cqb.analysis.claims on the two policies alone."""
-    from ..analysis.claim_kinds import BEST
-    from ..analysis.claim_statistics import check_best
+    from ..analysis.claim_kinds import BEST, check_best
     from ..analysis.claims_registry import ClaimSpec
 
     pair = rows[rows["policy"].isin([candidate, other])]
