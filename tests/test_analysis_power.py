@@ -120,3 +120,19 @@ def test_the_confirmatory_design_is_calibrated_and_its_power_is_the_simulated_pr
     assert null["type1_ok"] and null["type1_error"] <= alpha + 2 * null["type1_se"]
     exact = comparison_power(Effect("10→20", 62, 140, 160), [n], alpha, entry["margin"], m)[0]
     assert effect["tie"] + effect["does_not_hold"] == pytest.approx(exact, abs=4 * np.sqrt(0.25 / 4000))
+
+
+def test_the_confirmatory_power_on_todays_core_is_the_generated_file():
+    # the registered N's power at the effects today's published powered reading reports at the cap
+    # (the pilot's counts came from the core the study was registered on), and the per-policy
+    # verdicts' combined error, the union bound over the powered design's α and the study's
+    from cqb.pipeline.confirmatory import CURRENT_FILE, current_analysis
+
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    current = current_analysis(config, REPO)
+    assert _same_to_rounding(json.loads((REPO / "config" / CURRENT_FILE).read_text()), json.loads(json.dumps(current)))
+    assert current["per_policy_error_bound"] == config["powered"]["alpha"] + config["confirmatory"]["alpha"]
+    entry = config["confirmatory"]["claims"][0]
+    today = current[f"{entry['name']}__{entry['policy']}"]
+    assert today["seeds"] == entry["seeds"]
+    assert today["pilot"] == [f"{e['moved']}/{e['counted']} of {e['seeds']}" for e in entry["observed"]]

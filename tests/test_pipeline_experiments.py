@@ -413,6 +413,19 @@ def test_the_configs_second_stage_has_seeds_no_other_use_reaches():
         check_seed_uses(uses)
 
 
+def test_the_replication_study_has_seeds_no_other_use_reaches():
+    """Its whole reserved range (first_seed … + max_seeds − 1) is a use of its own."""
+    from cqb.pipeline.verdicts import check_seed_uses
+
+    uses = seed_uses_of(copy.deepcopy(CONFIG))
+    first, cap = CONFIG["replication"]["first_seed"], CONFIG["replication"]["max_seeds"]
+    assert uses["the replication study"] == set(range(first, first + cap))
+    # moved onto the confirmatory study's seeds (its cap reaching them), it is refused, naming both
+    uses = seed_uses_of(merged(CONFIG, {"replication": {"first_seed": 119500}}))
+    with pytest.raises(ConfigError, match="seeds of the replication study .* shared with the confirmatory study"):
+        check_seed_uses(uses)
+
+
 def test_smoke_config_keeps_its_seeds_under_the_registered_second_stage():
     smoke = yaml.safe_load((REPO / "config" / "smoke.yaml").read_text())
     plan, config = plan_of(smoke)

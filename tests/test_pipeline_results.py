@@ -76,6 +76,7 @@ def test_publish_copies_the_files_and_splices_the_readme_and_the_docs(tmp_path):
     assert "1 holds" in summary
     # Figures 5 and 7: their docs pages, not the README
     (source / "fig5_summary.md").write_text("slopes\n")
+    (source / "claims_replication.tsv").write_text("claim\tpolicy\tresult\nrandom_linear\t\treplicated\n")
     (source / "fig7.md").write_text("grid\n\n| cell |\n| --- |\n| a |\n")
     publish(source, docs / "results", readme)
     assert generated_block((docs / "figures.md").read_text(), "rates").endswith("slopes")
@@ -84,6 +85,7 @@ def test_publish_copies_the_files_and_splices_the_readme_and_the_docs(tmp_path):
     assert fig7.endswith("grid\n\nEvery cell's numbers: [results/fig7.md](results/fig7.md).") and "| a |" not in fig7
     assert "| a |" in (docs / "results" / "fig7.md").read_text()
     assert (docs / "results" / "fig5_summary.md").exists()
+    assert (docs / "results" / "claims_replication.tsv").read_text().endswith("replicated\n")  # the replication study
     # the timings: the last full run in the README, the whole table in benchmarks.md
     (docs / "results" / "timings.tsv").write_text(
         "\t".join(TIMING_COLUMNS) + "\n" + "\t".join(["2026-12-01 11:00 UTC", "the whole replication", "snakemake",

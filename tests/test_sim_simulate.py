@@ -7,6 +7,7 @@ import cqb
 from cqb.sim.instances import instance_from_spec, pool_instance, synthetic_instance
 from cqb.sim.runfile import load_run, save_run
 from cqb.policies import PolicyEnv, builtin_policies, make_policy
+from cqb.sim.policies import registry
 from cqb.sim.rng import STREAM_NAMES, seed_streams, stream
 from cqb.sim.simulate import RunResult, draw_trace, policy_env, run_policy, simulate
 from cqb.pipeline.experiments import BASE_INSTANCE
@@ -489,7 +490,6 @@ def test_plugin_policies_register_through_entry_points(tmp_path, monkeypatch):
     from importlib.metadata import EntryPoint
 
     from cqb.policies import DISPLAY_NAMES, load_plugin_policies
-    from cqb.sim.policies import registry
 
     (tmp_path / "my_plugin_policies.py").write_text(
         "from dataclasses import dataclass\n"

@@ -34,7 +34,7 @@ ALL_POLICIES = {"cqb_eps", "cqb_opt", "random", "oracle", "cqb_eps_opt", "cqb_ts
 
 def smoke_targets():
     # the claims include the real-data experiments, so they need fig4's data
-    return ["fig2", "fig3", "fig5", "fig6", "powered_claims", "tuning"] + (["fig4", "claims", "calibration"] if CAN_RUN_FIG4 else [])
+    return ["fig2", "fig3", "fig5", "fig6", "powered_claims", "tuning"] + (["fig4", "claims", "calibration", "replication"] if CAN_RUN_FIG4 else [])
 
 
 def smoke_args(*targets, cores=2):
@@ -215,6 +215,25 @@ def test_smoke_run_builds_the_confirmatory_study_and_the_per_policy_readings(smo
     assert set(comparisons["source"]) == {"figures", "powered", "confirmatory"}
     assert comparisons.loc[comparisons["source"] == "confirmatory", "claim"].unique().tolist() == [name]
     assert not comparisons.duplicated(["claim", "source", "comparison"]).any()
+
+
+@pytest.mark.skipif(not CAN_RUN_FIG4, reason="the per-policy readings need the real-data claims")
+def test_smoke_run_builds_the_replication_study(smoke_run):
+    import pandas as pd
+
+    from cqb.analysis.replication import REPLICATION_COLUMNS
+
+    workdir, _ = smoke_run
+    smoke = yaml.safe_load((workdir / "config" / "smoke.yaml").read_text())["replication"]
+    table = pd.read_csv(workdir / SMOKE_RESULTS / "figures" / "claims_replication.tsv", sep="\t",
+                        keep_default_na=False)
+    assert tuple(table.columns) == REPLICATION_COLUMNS
+    assert table[["claim", "policy"]].values.tolist() == [[e["name"], e.get("policy", "")] for e in smoke["claims"]]
+    assert table["replication_n"].tolist() == [e["seeds"] for e in smoke["claims"]]
+    assert set(table["result"]) <= {"replicated", "not replicated", "contradicted"}
+    assert (table["replication_level"] == 0.95).all()  # one look at its own α
+    runs = list((workdir / SMOKE_RESULTS / "runs").glob(f"*/T*/*/seed{str(smoke['first_seed'])[:3]}???.npz"))
+    assert runs and all(smoke["first_seed"] <= int(p.stem[4:]) < smoke["first_seed"] + 3 for p in runs)
 
 
 def test_smoke_run_builds_figures_and_tables(smoke_run):

@@ -1,6 +1,7 @@
 # Verdicts: held-out tuning and the claims table (cqb.analysis.tuning, cqb.analysis.claims,
 # docs/verdicts.md). Both read only the per-run summary tables.
 
+from cqb.pipeline.replication import calibration_designs
 from cqb.pipeline.verdicts import registry_hash
 
 CLAIM_SPECS = claim_specs(config, PLAN)
@@ -152,6 +153,8 @@ rule calibration:
         shape_experiment=CALIBRATION_SHAPE if CALIBRATION_SHAPE in PLAN.curves else None,
         replications=CALIBRATION.get("replications", 2000),
         seed=CALIBRATION.get("seed", 7),
+        # the replication study simulated whole, at its registered design
+        replication=calibration_designs(config, Path("config/replication_power.json")),
         alpha=(config.get("powered") or {}).get("alpha", 0.05),
         float_format=config["aggregate"]["float_format"],
     script:

@@ -86,7 +86,7 @@ def claim_shape(spec, runs: pd.DataFrame, margin: float, shape_runs: pd.DataFram
     usable = [c for c in comparisons if c.verdict != NOT_TESTABLE and math.isfinite(c.value)]
     if not usable:
         return None
-    threshold = claim_kind(spec.kind).threshold(spec)
+    threshold = claim_kind(spec.kind).threshold(spec.threshold)
     nearest = min(usable, key=lambda c: abs(c.value - threshold) / (abs(c.ci_high - c.ci_low) or 1.0))
     source = runs
     if shape_runs is not None and claim_kind(spec.kind).pooled_shape and all(
@@ -291,11 +291,13 @@ def plot_calibration(table: pd.DataFrame, alpha: float, path_pdf, path_png) -> N
 
 
 def calibration_table(claims: Mapping, runs_tables: Mapping[str, pd.DataFrame], shape_experiment: str | None,
-                      replications: int, seed: int) -> pd.DataFrame:
+                      replications: int, seed: int, replication: Mapping | None = None) -> pd.DataFrame:
     """The calibration table of the powered claims (``claims``: name →
     :class:`cqb.analysis.powered.PoweredClaim`) on the run tables of their
     experiments (the convergence and stall claims' values from
-    ``shape_experiment`` when it runs their policies)."""
+    ``shape_experiment`` when it runs their policies); ``replication``: claim
+    name → its registered replication design, whose rows
+    (:func:`calibrate_replication`) are appended."""
     shapes, designs = [], {}
     shape_runs = runs_tables.get(shape_experiment) if shape_experiment else None
     for name, claim in claims.items():
@@ -304,4 +306,87 @@ def calibration_table(claims: Mapping, runs_tables: Mapping[str, pd.DataFrame], 
             continue
         shapes.append(shape)
         designs[name] = (claim.looks, claim.alpha)
-    return calibrate(shapes, designs, replications, seed)
+    table = calibrate(shapes, designs, replications, seed)
+    extra = [row for shape in shapes if shape.claim in (replication or {})
+             for row in calibrate_replication(shape, *designs[shape.claim], replication[shape.claim], replications,
+                                              seed)]
+    return pd.concat([table, pd.DataFrame(extra, columns=list(CALIBRATION_COLUMNS))], ignore_index=True) if extra \
+        else table
+
+
+# The replication study simulated whole (docs/verdicts.md, "The replication
+# study"): the powered design, then, where it decided "holds", the registered
+# one-look study on fresh draws. Its own scenarios, beside null and effect.
+REPLICATION_SCENARIOS = ("replication null", "replication within δ", "replication shrunken")
+
+
+def values_at(shape: Shape, target: float) -> np.ndarray:
+    """The shape's values moved so that their truth is ``target``: a mean
+    shifted onto it; signs with the share of moved pairs at ``target`` (ties
+    kept in proportion); stall flags at that rate."""
+    values = shape.values
+    if _null(shape.kind) == MEAN:
+        return values - values.mean() + target
+    size = 10000
+    if _null(shape.kind) == SIGN:
+        signed = round(size * max(1, (values != 0).sum()) / values.size)
+        up = round(signed * target)
+        return np.concatenate([np.ones(up), -np.ones(signed - up), np.zeros(size - signed)])
+    return (np.arange(size) < round(target * size)).astype(np.float64)
+
+
+def replication_procedure(shape: Shape, values: np.ndarray, looks: Sequence[int], alpha: float, seeds: int,
+                          replication_alpha: float, replications: int, rng) -> tuple[np.ndarray, np.ndarray]:
+    """(powered verdict, replication verdict) of each replication: the
+    sequential procedure on one sample, the one-look study of ``seeds`` seeds
+    at ``replication_alpha`` (the claim's m) on an independent one."""
+    powered, _ = simulate_procedure(shape, values, looks, alpha, replications, rng)
+    replicated, _ = simulate_procedure(shape, values, (seeds,), replication_alpha, replications, rng)
+    return powered, replicated
+
+
+def calibrate_replication(shape: Shape, looks: Sequence[int], alpha: float, design: Mapping,
+                          replications: int, seed: int) -> list[dict]:
+    """The replication study's rows of one claim (``design``: its registered
+    seeds, alpha and the shrunken effect of its decisive comparison):
+
+    * *replication null* and *replication within δ* (the truth on the
+      threshold, or δ/2 beyond it on the claim's side): ``type1_error`` is
+      the share of replications *replicated as holding* (the powered design
+      and the study both say holds); at the null it should be ≤ the study's
+      α (within 2 SE), as both must err;
+    * *replication shrunken* (the truth at the registered shrunken effect):
+      ``power`` is the study's share of verdicts true of that effect, the
+      power its size was chosen for; ``holds`` the share replicated as
+      holding.
+
+    The verdict shares are the study's, over every replication."""
+    rows = []
+    sign = 1.0 if shape.upward else -1.0
+    targets = {"replication null": shape.threshold,
+               "replication within δ": shape.threshold + sign * shape.margin / 2,
+               "replication shrunken": float(design["effect"])}
+    for scenario, target in targets.items():
+        if scenario == "replication within δ" and shape.margin <= 0:
+            continue
+        rng = calibration_stream(seed, f"{shape.claim}/{scenario}")
+        values = values_at(shape, target)
+        powered, replicated = replication_procedure(shape, values, looks, alpha, int(design["seeds"]),
+                                                    float(design["alpha"]), replications, rng)
+        both = float(np.mean((powered == HOLDS) & (replicated == HOLDS)))
+        share = {v: float(np.mean(replicated == v)) for v in (HOLDS, FAILS, TIE, INCONCLUSIVE)}
+        right = correct_verdicts(target, shape.margin, shape.threshold, shape.upward)
+        shrunk = scenario == "replication shrunken"
+        se = math.sqrt(both * (1 - both) / replications)
+        rows.append({"claim": shape.claim, "kind": shape.kind, "comparison": shape.comparison, "scenario": scenario,
+                     "n_values": int(shape.values.shape[0]), "true_value": target, "threshold": shape.threshold,
+                     "replications": replications,
+                     "looks": " ".join(str(n) for n in looks) + f" + {int(design['seeds'])}",
+                     "holds": both if shrunk else share[HOLDS], "does_not_hold": share[FAILS], "tie": share[TIE],
+                     "inconclusive": share[INCONCLUSIVE], "type1_error": math.nan if shrunk else both,
+                     "type1_se": math.nan if shrunk else se,
+                     "type1_ok": (both <= float(design["alpha"]) + 2 * se) if scenario == "replication null" else "",
+                     "expected": " or ".join(v for v in (HOLDS, FAILS, TIE) if v in right) if shrunk else "",
+                     "power": sum(share[v] for v in right) if shrunk else math.nan,
+                     "mean_seeds": float(design["seeds"])})
+    return rows

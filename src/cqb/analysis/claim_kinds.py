@@ -41,8 +41,9 @@ class ClaimKind:
     against_other_policies: bool = False  # compares its policy with every other non-oracle policy
     sweep_pairs: bool = False  # one comparison per adjacent pair of sweep values
 
-    def threshold(self, spec) -> float:
-        return spec.threshold if self.fixed_threshold is None else self.fixed_threshold
+    def threshold(self, own: float) -> float:
+        """The threshold of a claim of this kind whose own (``threshold:``) is ``own``."""
+        return own if self.fixed_threshold is None else self.fixed_threshold
 
 
 def _per_group(values_of):

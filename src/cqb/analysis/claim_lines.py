@@ -51,7 +51,7 @@ def _upward(kind: str) -> bool:
 
 
 def _threshold(spec) -> float:
-    return claim_kind(spec.kind).threshold(spec)
+    return claim_kind(spec.kind).threshold(spec.threshold)
 
 
 def claims_design(specs: Sequence, margins: Mapping[str, float], sweep_params: Mapping[str, str]) -> pd.DataFrame:

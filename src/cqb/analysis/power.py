@@ -55,12 +55,16 @@ def _binomial_pmf(k, n, p):
     return binom.pmf(k, n, p)
 
 
-def counted_power(effect: Effect, max_counted: int, alpha: float, margin: float, comparisons: int) -> np.ndarray:
+def counted_power(effect: Effect, max_counted: int, alpha: float, margin: float, comparisons: int,
+                  share: float | None = None, threshold: float = 0.5, upward: bool = True) -> np.ndarray:
     """P(correct verdict | c signed pairs) for c = 0 … ``max_counted``: the
     sum over the numbers k of moved pairs within 9 standard deviations of c·p
-    (the rest weighs below 1e-18)."""
+    (the rest weighs below 1e-18). ``share``: a true p other than the
+    effect's observed one (a replication's shrunken effect); ``threshold``
+    and ``upward``: a share judged against another bound than 1/2 (a stall
+    rate below its bound: upward False)."""
     confidence, fail_confidence = procedure_levels(alpha, 1, comparisons)
-    p = effect.share
+    p = effect.share if share is None else float(share)
     c_parts, k_parts = [], []
     for c in range(max_counted + 1):
         spread = 9 * np.sqrt(c * p * (1 - p)) + 2
@@ -70,15 +74,17 @@ def counted_power(effect: Effect, max_counted: int, alpha: float, margin: float,
     c, k = np.concatenate(c_parts), np.concatenate(k_parts)
     low, high = binomial_bounds(k, c, confidence)
     wide_low, wide_high = binomial_bounds(k, c, fail_confidence)
-    verdicts = comparison_verdicts(low, high, wide_low, wide_high, 0.5, margin, True)
-    ok = np.isin(verdicts.astype(str), list(correct_verdicts(p, margin))).astype(np.float64)
+    verdicts = comparison_verdicts(low, high, wide_low, wide_high, threshold, margin, upward)
+    ok = np.isin(verdicts.astype(str), list(correct_verdicts(p, margin, threshold, upward))).astype(np.float64)
     return np.bincount(c, weights=_binomial_pmf(k, c, p) * ok, minlength=max_counted + 1)
 
 
-def comparison_power(effect: Effect, seeds, alpha: float, margin: float, comparisons: int) -> np.ndarray:
-    """The exact power of one comparison at each number of seeds in ``seeds``."""
+def comparison_power(effect: Effect, seeds, alpha: float, margin: float, comparisons: int,
+                     share: float | None = None, threshold: float = 0.5, upward: bool = True) -> np.ndarray:
+    """The exact power of one comparison at each number of seeds in ``seeds``
+    (``share``, ``threshold``, ``upward``: as :func:`counted_power`)."""
     seeds = np.atleast_1d(np.asarray(seeds, dtype=int))
-    given_counted = counted_power(effect, int(seeds.max()), alpha, margin, comparisons)
+    given_counted = counted_power(effect, int(seeds.max()), alpha, margin, comparisons, share, threshold, upward)
     return np.array([float(np.dot(_binomial_pmf(np.arange(n + 1), n, effect.signed), given_counted[:n + 1]))
                      for n in seeds])
 
@@ -123,3 +129,54 @@ def power_analysis(entry: Mapping, margin: float) -> dict:
     return {"seeds": n, "alpha": alpha, "margin": margin, "comparisons": comparisons, "target": power,
             "claim_power_bound": float(claim_power(effects, [n], alpha, margin, comparisons)[0]),
             "comparisons_power": rows}
+
+
+def spread_from_interval(low: float, high: float, n: int, confidence: float) -> float:
+    """The per-seed standard deviation behind a mean's interval [low, high]
+    at ``confidence`` on ``n`` seeds, read as a t interval (the skew
+    correction shifts the ends, to first order not the width)."""
+    from scipy.stats import t as student
+
+    return (high - low) * np.sqrt(n) / (2 * float(student.ppf(1 - (1 - confidence) / 2, n - 1)))
+
+
+def mean_power(mean: float, sd: float, seeds, alpha: float, margin: float, comparisons: int,
+               threshold: float = 0.0, upward: bool = True) -> np.ndarray:
+    """The power of one mean comparison judged once at level α ("does not
+    hold" at α/``comparisons``) at each number of seeds in ``seeds``, in the
+    normal approximation: the estimate ~ N(mean, sd²/N), its intervals the
+    estimate ± t·sd/√N. Given N the verdict is constant between the points
+    where an interval's end crosses the threshold or the tie band's edges, so
+    it is read off :func:`comparison_verdicts` at each piece's midpoint and
+    the pieces' normal masses of a correct verdict are summed."""
+    from scipy.stats import norm, t as student
+
+    seeds = np.atleast_1d(np.asarray(seeds, dtype=int))
+    confidence, fail_confidence = procedure_levels(alpha, 1, comparisons)
+    right = list(correct_verdicts(mean, margin, threshold, upward))
+    out = np.empty(seeds.size)
+    for i, n in enumerate(seeds):
+        se = sd / np.sqrt(n)
+        half = float(student.ppf(1 - (1 - confidence) / 2, n - 1)) * se
+        wide = float(student.ppf(1 - (1 - fail_confidence) / 2, n - 1)) * se
+        cuts = np.unique(threshold + np.array([-half, half, -wide, wide, margin - half, half - margin,
+                                               -margin + half, -(half - margin)]))
+        edges = np.concatenate([[-np.inf], cuts, [np.inf]])
+        middle = np.concatenate([[cuts[0] - 1.0], (cuts[:-1] + cuts[1:]) / 2, [cuts[-1] + 1.0]])
+        verdicts = comparison_verdicts(middle - half, middle + half, middle - wide, middle + wide, threshold,
+                                       margin, upward)
+        mass = np.diff(norm.cdf(edges, loc=mean, scale=se))
+        out[i] = float(mass[np.isin(verdicts.astype(str), right)].sum())
+    return out
+
+
+def smallest_size(power_at, target: float, cap: int, stay: int = 25) -> int | None:
+    """The smallest N ≤ ``cap`` at which ``power_at`` (an array of N → the
+    power bound at each) is at least ``target`` at N and at each of the next
+    ``stay`` sizes (a discrete test's power saws up and down), or None."""
+    seeds = np.arange(2, cap + stay + 1)
+    reached = np.asarray(power_at(seeds)) >= target
+    window = np.convolve(reached.astype(int), np.ones(stay + 1, dtype=int), mode="valid") == stay + 1
+    qualifying = np.flatnonzero(window)
+    qualifying = qualifying[seeds[qualifying] <= cap]
+    return int(seeds[qualifying[0]]) if qualifying.size else None

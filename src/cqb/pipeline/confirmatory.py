@@ -9,7 +9,9 @@ Each entry of ``confirmatory.claims`` becomes a
 ``{claim}__{policy}``, so the powered reading's look and table machinery
 runs it. ``python -m cqb.pipeline.confirmatory config/config.yaml`` prints the
 power analysis and writes it beside the config (``confirmatory_power.json``),
-the registration's record of where each sample size comes from.
+the registration's record of where each sample size comes from; with
+``--current``, the same study's power on today's core's published numbers
+and the per-policy verdicts' combined error (``confirmatory_power_current.json``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from ..analysis.powered import PoweredClaim, claim_units
 from .experiments import config_error, format_value
 
 POWER_FILE = "confirmatory_power.json"
+CURRENT_FILE = "confirmatory_power_current.json"
 
 
 def entry_name(entry: Mapping) -> str:
@@ -42,6 +45,17 @@ def registered_analysis(config: Mapping) -> dict:
     return analyses
 
 
+def entry_claim(by_name: Mapping, entry: Mapping, key: str):
+    """The registry's claim a study's entry names, checked: the claim exists
+    and runs the entry's policy (if it names one)."""
+    if entry["name"] not in by_name:
+        config_error(f"{key}.name", entry["name"], f"not a claim ({', '.join(by_name)})")
+    base = by_name[entry["name"]]
+    if entry.get("policy") and entry["policy"] not in base.policies:
+        config_error(f"{key}.policy", entry["policy"], f"not a policy of claim {base.name} ({list(base.policies)})")
+    return base
+
+
 def confirmatory_claims(config: Mapping, plan, specs) -> dict[str, PoweredClaim]:
     """The confirmatory claims of the config, each a one-look PoweredClaim on
     its policy and sweep values of the registry's claim; checked: the claim
@@ -53,11 +67,7 @@ def confirmatory_claims(config: Mapping, plan, specs) -> dict[str, PoweredClaim]
     claims = {}
     for index, entry in enumerate(confirmatory.get("claims", [])):
         key = f"confirmatory.claims[{index}]"
-        if entry["name"] not in by_name:
-            config_error(f"{key}.name", entry["name"], f"not a claim ({', '.join(by_name)})")
-        base = by_name[entry["name"]]
-        if entry["policy"] not in base.policies:
-            config_error(f"{key}.policy", entry["policy"], f"not a policy of claim {base.name} ({list(base.policies)})")
+        base = entry_claim(by_name, entry, key)
         if float(entry["margin"]) != float(margins.get(base.kind, 0.0)):
             config_error(f"{key}.margin", entry["margin"],
                          f"must be the registered δ of kind {base.kind} (claim_margins: {margins.get(base.kind, 0.0)})")
@@ -81,15 +91,58 @@ def confirmatory_seeds(claims: Mapping[str, PoweredClaim]) -> set[int]:
     return {seed for claim in claims.values() for seed in claim.seeds(0)}
 
 
+def today_effects(entry: Mapping, powered) -> list[dict]:
+    """The entry's observed comparisons as the published powered table of
+    today's core reports them at the cap (``powered``: claims_powered.tsv)."""
+    from ..analysis.replication import powered_comparisons
+
+    row = powered[powered["claim"] == entry["name"]].iloc[0]
+    by_key = {c.key: c for c in powered_comparisons(row)}
+    return [{"comparison": e["comparison"], "moved": by_key[e["comparison"]].moved,
+             "counted": by_key[e["comparison"]].counted, "seeds": by_key[e["comparison"]].n}
+            for e in entry["observed"]]
+
+
+def current_analysis(config: Mapping, root: Path) -> dict:
+    """The registered study on today's numbers: per entry, the power at its
+    registered N of the effects today's core's powered reading observed at
+    the cap (its pilot's came from the core the study was registered on);
+    and the per-policy verdicts' combined error: a policy's verdict from the
+    confirmatory study spends the powered design's α and then the study's,
+    so by the union bound it errs with probability at most their sum."""
+    import pandas as pd
+
+    from ..analysis.power import Effect, claim_power, comparison_power
+
+    confirmatory = config.get("confirmatory") or {}
+    alpha = float(confirmatory.get("alpha", 0.05))
+    powered = pd.read_csv(root / "docs" / "results" / "claims_powered.tsv", sep="\t", keep_default_na=False,
+                          na_values=[""])
+    out = {"per_policy_error_bound": float((config.get("powered") or {}).get("alpha", 0.05)) + alpha,
+           "per_policy_error_bound_terms": {"powered.alpha": float((config.get("powered") or {}).get("alpha", 0.05)),
+                                            "confirmatory.alpha": alpha}}
+    for entry in confirmatory.get("claims", []):
+        today = today_effects(entry, powered)
+        effects = [Effect(e["comparison"], e["moved"], e["counted"], e["seeds"]) for e in today]
+        n, m, margin = int(entry["seeds"]), len(entry["observed"]), float(entry["margin"])
+        out[entry_name(entry)] = {
+            "seeds": n, "pilot": [f"{e['moved']}/{e['counted']} of {e['seeds']}" for e in entry["observed"]],
+            "today": [f"{e['moved']}/{e['counted']} of {e['seeds']}" for e in today],
+            "comparisons_power": {e.comparison: float(comparison_power(e, [n], alpha, margin, m)[0]) for e in effects},
+            "claim_power_bound": float(claim_power(effects, [n], alpha, margin, m)[0])}
+    return out
+
+
 def main(argv=None) -> int:
     import yaml
 
     argv = sys.argv[1:] if argv is None else argv
     path = Path(argv[0] if argv else "config/config.yaml")
     config = yaml.safe_load(path.read_text())
-    analyses = registered_analysis(config)
+    current = "--current" in argv[1:]
+    analyses = current_analysis(config, path.resolve().parent.parent) if current else registered_analysis(config)
     text = json.dumps(analyses, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
-    (path.parent / POWER_FILE).write_text(text)
+    (path.parent / (CURRENT_FILE if current else POWER_FILE)).write_text(text)
     print(text, end="")
     return 0
 

@@ -103,7 +103,8 @@ def tuning_setup(config: Mapping, plan) -> tuple[list[str], dict]:
 
 def check_seed_uses(uses: Mapping[str, set]) -> None:
     """Refuse a config in which two uses of seeds overlap: ``uses`` maps a
-    use (evaluation, tuning, the powered claims, the powered tuning) to its
+    use (evaluation, tuning, the powered claims, the powered tuning, the
+    confirmatory and replication studies, the multiverse) to its
     seeds; one line names the two uses and the first shared seeds."""
     names = list(uses)
     for i, first in enumerate(names):
@@ -131,6 +132,7 @@ def seed_uses(config: Mapping, plan, tuning_experiments, powered, confirmatory, 
     ``powered`` and ``confirmatory`` are their designs' claims, ``multiverse`` its design or None."""
     from ..analysis.powered import powered_seeds
     from .confirmatory import confirmatory_seeds
+    from .replication import replication_seeds
 
     stage2 = config["tuning"]["stage2"]
     uses = {
@@ -140,6 +142,7 @@ def seed_uses(config: Mapping, plan, tuning_experiments, powered, confirmatory, 
         "tuning (stage 2)": set(range(stage2["first_seed"], stage2["first_seed"] + stage2["seeds"])),
         "the powered claims": powered_seeds(powered),
         "the confirmatory study": confirmatory_seeds(confirmatory),
+        "the replication study": replication_seeds(config),
         "retired powered seeds (seen)": retired_seeds(config),
     }
     if multiverse:

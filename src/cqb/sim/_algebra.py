@@ -5,6 +5,7 @@ Cholesky, and the inverse of a symmetric positive definite matrix. Declared
 in _algebra.pxd, which the other kernels cimport."""
 
 import cython
+import numpy as np
 
 if cython.compiled:
     from cython.cimports.libc.math import sqrt, tanh
@@ -15,8 +16,21 @@ else:
 @cython.cfunc
 @cython.exceptval(check=False)
 def logistic(z: cython.double) -> cython.double:
-    """μ(z) = (1 + tanh(z/2))/2: stable for any z."""
+    """μ(z) = 1/(1 + e^(−z)), as (1 + tanh(z/2))/2: stable for any z. The
+    simulation's one μ: the estimators, the scores, the projection and (by
+    :func:`logistic_values`) the true means all take it from here."""
     return 0.5 * (1.0 + tanh(0.5 * z))
+
+
+def logistic_values(z):
+    """:func:`logistic` of every entry of ``z`` (an array of any shape), for the
+    numpy side (numpy's own tanh rounds differently from the C library's)."""
+    values = np.array(z, dtype=np.float64, order="C")  # a copy, in the shape of z
+    flat: cython.double[::1] = values.reshape(-1)
+    i: cython.Py_ssize_t
+    for i in range(flat.shape[0]):
+        flat[i] = logistic(flat[i])
+    return values
 
 
 @cython.cfunc
@@ -57,6 +71,31 @@ def nonzeros(x: cython.double[::1], xo: cython.Py_ssize_t, d: cython.Py_ssize_t,
 
 @cython.cfunc
 @cython.exceptval(check=False)
+def row_support(x: cython.double[::1], xo: cython.Py_ssize_t, d: cython.Py_ssize_t,
+                index: cython.Py_ssize_t[::1]) -> cython.Py_ssize_t:
+    """The one rule for dense or sparse rows: the entries of x[xo:xo + d] a sum
+    over the row takes, into index, and their count m: every entry (m = d,
+    dense) if more than half are non-zero, where the plain sums beat the
+    gather; else the non-zeros. The sums below read m = d as dense."""
+    a: cython.Py_ssize_t
+    m: cython.Py_ssize_t = nonzeros(x, xo, d, index)
+    if 2 * m > d:
+        for a in range(d):
+            index[a] = a
+        return d
+    return m
+
+
+@cython.cfunc
+@cython.exceptval(check=False)
+def row_dot(a: cython.double[::1], ao: cython.Py_ssize_t, x: cython.double[::1], xo: cython.Py_ssize_t,
+            d: cython.Py_ssize_t, index: cython.Py_ssize_t[::1], m: cython.Py_ssize_t) -> cython.double:
+    """aᵀx over the row x's entries in index[:m] (m = d: dense, by :func:`dot`)."""
+    return dot(a, ao, x, xo, d) if m == d else sparse_dot(a, ao, x, xo, index, m)
+
+
+@cython.cfunc
+@cython.exceptval(check=False)
 def sparse_dot(a: cython.double[::1], ao: cython.Py_ssize_t, b: cython.double[::1], bo: cython.Py_ssize_t,
                index: cython.Py_ssize_t[::1], m: cython.Py_ssize_t) -> cython.double:
     """Σ a[ao + i] b[bo + i] over i in index[:m], in that order, one sum."""
@@ -77,7 +116,7 @@ def sym_matvec(mat: cython.double[::1], mo: cython.Py_ssize_t, x: cython.double[
     row: cython.Py_ssize_t
     for a in range(d):
         row = mo + a * d
-        out[a] = dot(mat, row, x, xo, d) if m == d else sparse_dot(mat, row, x, xo, index, m)
+        out[a] = row_dot(mat, row, x, xo, d, index, m)
 
 
 @cython.cfunc
@@ -114,15 +153,10 @@ def newton_pass(x: cython.double[::1], xo: cython.Py_ssize_t, y: cython.double[:
     over its non-zero entries only."""
     i: cython.Py_ssize_t
     a: cython.Py_ssize_t
-    b: cython.Py_ssize_t
     p: cython.Py_ssize_t
-    q: cython.Py_ssize_t
     m: cython.Py_ssize_t
     row: cython.Py_ssize_t
-    linear: cython.double
     mu: cython.double
-    wi: cython.double
-    wa: cython.double
     r: cython.double
     for a in range(d * d):
         h[a] = 0.0
@@ -131,29 +165,52 @@ def newton_pass(x: cython.double[::1], xo: cython.Py_ssize_t, y: cython.double[:
             grad[a] = reg * theta[to + a]
     for i in range(n):
         row = xo + i * d
-        m = nonzeros(x, row, d, index)
-        linear = dot(x, row, theta, to, d) if 2 * m > d else sparse_dot(x, row, theta, to, index, m)
-        mu = logistic(linear)
-        wi = mu * (1.0 - mu)
+        m = row_support(x, row, d, index)
+        mu = logistic(row_dot(theta, to, x, row, d, index, m))
         if with_grad:
             r = mu - y[yo + i]
             for p in range(m):
                 grad[index[p]] += r * x[row + index[p]]
-        if m == d:
-            for a in range(d):
-                wa = wi * x[row + a]
-                for b in range(a, d):
-                    h[a * d + b] += wa * x[row + b]
-        else:
-            for p in range(m):
-                a = index[p]
-                wa = wi * x[row + a]
-                for q in range(p, m):
-                    h[a * d + index[q]] += wa * x[row + index[q]]
+        add_gram_row(h, d, x, row, index, m, logistic_slope(mu))
     for a in range(d):
         h[a * d + a] += reg
+    mirror_upper(h, d)
+
+
+@cython.cfunc
+@cython.exceptval(check=False)
+def logistic_slope(mu: cython.double) -> cython.double:
+    """μ̇ = μ(1 − μ) at μ = μ(z): the weight of a row in the logistic log-loss's Hessian."""
+    return mu * (1.0 - mu)
+
+
+@cython.cfunc
+@cython.exceptval(check=False)
+def add_gram_row(mat: cython.double[::1], d: cython.Py_ssize_t, x: cython.double[::1], row: cython.Py_ssize_t,
+                 index: cython.Py_ssize_t[::1], m: cython.Py_ssize_t, weight: cython.double) -> cython.void:
+    """The upper triangle of the d×d mat += weight · x xᵀ, over the row x's
+    entries in index[:m]: a term of the logistic Hessian Σ μ̇_i x_i x_iᵀ
+    (weight μ̇_i), and of the projection's second-order term."""
+    p: cython.Py_ssize_t
+    q: cython.Py_ssize_t
+    a: cython.Py_ssize_t
+    wa: cython.double
+    for p in range(m):
+        a = index[p]
+        wa = weight * x[row + a]  # (w x_a) x_b: the product's left operand as written, so the same bits
+        for q in range(p, m):
+            mat[a * d + index[q]] += wa * x[row + index[q]]
+
+
+@cython.cfunc
+@cython.exceptval(check=False)
+def mirror_upper(mat: cython.double[::1], d: cython.Py_ssize_t) -> cython.void:
+    """The lower triangle of the d×d mat from its upper one."""
+    a: cython.Py_ssize_t
+    b: cython.Py_ssize_t
+    for a in range(d):
         for b in range(a + 1, d):
-            h[b * d + a] = h[a * d + b]
+            mat[b * d + a] = mat[a * d + b]
 
 
 @cython.cfunc
@@ -238,11 +295,3 @@ def spd_inverse(a: cython.double[::1], out: cython.double[::1], oo: cython.Py_ss
             out[oo + i * d + j] = s
             out[oo + j * d + i] = s
     return True
-
-
-@cython.cfunc
-@cython.exceptval(check=False)
-def quad_or_dot(u: cython.double[::1], xs: cython.double[::1], xo: cython.Py_ssize_t, d: cython.Py_ssize_t,
-                index: cython.Py_ssize_t[::1], m: cython.Py_ssize_t) -> cython.double:
-    """uᵀx over x's non-zeros in index[:m] (m = d: dense)."""
-    return dot(u, 0, xs, xo, d) if m == d else sparse_dot(u, 0, xs, xo, index, m)

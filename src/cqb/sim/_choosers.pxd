@@ -12,19 +12,24 @@ cdef class Chooser:
     cpdef observe(self, Py_ssize_t t, Py_ssize_t job, Py_ssize_t server, bint success)
 
 
-cdef class OptimisticChooser(Chooser):
+cdef class ScoringChooser(Chooser):
     cdef readonly Scorer scorer
     cdef readonly object rng
+
+    cdef void take_first_max(self, double[::1] scores, Py_ssize_t length)
+
+
+cdef class OptimisticChooser(ScoringChooser):
     cdef readonly double tau
     cdef readonly double explore_prob
     cdef readonly double explore_until
     cdef readonly bint round_robin
     cdef readonly Py_ssize_t phase1_visits
+    cdef double[::1] _gathered  # the queued jobs' UCB indices, row-major
 
 
-cdef class ThompsonChooser(Chooser):
-    cdef readonly Scorer scorer
-    cdef readonly object rng
+cdef class ThompsonChooser(ScoringChooser):
+    pass
 
 
 cdef class QueueBanditChooser(Chooser):
@@ -36,6 +41,7 @@ cdef class QueueBanditChooser(Chooser):
     cdef Py_ssize_t n_servers
     cdef double[::1] _s
     cdef double[::1] _n
+    cdef double[::1] _values  # the servers' indices
 
 
 cdef class RandomChooser(Chooser):

@@ -36,33 +36,44 @@ class Chooser:
 
 @cython.cfunc
 @cython.exceptval(check=False)
-def ucb_argmax(scorer: Scorer, queue: cython.longlong[::1], length: cython.Py_ssize_t,
-               chooser: Chooser) -> cython.void:
-    """The (position, server) of the largest UCB index: the row-major first
-    maximum (earliest job, then lowest server), a NaN winning as in numpy's argmax."""
-    K: cython.Py_ssize_t = scorer.estimator.n_servers
+def first_max(values: cython.double[::1], n: cython.Py_ssize_t) -> cython.Py_ssize_t:
+    """The position of the first maximum of values[:n], n ≥ 1, a NaN winning
+    (the first one), as numpy's argmax: every chooser's tie and NaN rule."""
     i: cython.Py_ssize_t
-    k: cython.Py_ssize_t
-    value: cython.double
-    best: cython.double = scorer._ucb[queue[0] * K]
-    chooser.position = 0
-    chooser.server = 0
-    chooser.explored = False
+    best_at: cython.Py_ssize_t = 0
+    best: cython.double = values[0]
     if isnan(best):
-        return
-    for i in range(length):
-        for k in range(K):
-            value = scorer._ucb[queue[i] * K + k]
-            if isnan(value):
-                chooser.position, chooser.server = i, k
-                return
-            if value > best:
-                best = value
-                chooser.position, chooser.server = i, k
+        return 0
+    for i in range(1, n):
+        if isnan(values[i]):
+            return i
+        if values[i] > best:
+            best = values[i]
+            best_at = i
+    return best_at
 
 
 @cython.cclass
-class OptimisticChooser(Chooser):
+class ScoringChooser(Chooser):
+    """A chooser on a cached scorer (CQB-Opt, CQB-TS): its outcomes go to the
+    scorer's estimator."""
+
+    @cython.cfunc
+    def take_first_max(self, scores: cython.double[::1], length: cython.Py_ssize_t) -> cython.void:
+        """The (position, server) of the first maximum of the queued jobs'
+        scores laid out row-major (earliest job, then lowest server)."""
+        K: cython.Py_ssize_t = self.scorer.estimator.n_servers
+        best_at: cython.Py_ssize_t = first_max(scores, length * K)
+        self.position, self.server, self.explored = best_at // K, best_at % K, False
+
+    @cython.ccall
+    def observe(self, t: cython.Py_ssize_t, job: cython.Py_ssize_t, server: cython.Py_ssize_t,
+                success: cython.bint):
+        self.scorer.learn(job, server, success)
+
+
+@cython.cclass
+class OptimisticChooser(ScoringChooser):
     """CQB-Opt: the UCB pair in every round. With ``explore_until`` > 0, the
     forced exploration of CQB-ε, CQB-ε-Opt and CQB-η-2 first: rounds t ≤ tau
     explore every fresh arrival (server round-robin or uniform); rounds
@@ -76,6 +87,7 @@ class OptimisticChooser(Chooser):
         self.tau, self.explore_prob, self.explore_until = tau, explore_prob, explore_until
         self.round_robin = round_robin
         self.phase1_visits = 0
+        self._gathered = np.empty(0)
 
     @cython.ccall
     def choose(self, t: cython.Py_ssize_t, queue: cython.longlong[::1], length: cython.Py_ssize_t,
@@ -96,17 +108,21 @@ class OptimisticChooser(Chooser):
                 self.position = length - 1
                 self.explored = True
                 return
-        self.scorer.refresh(queue, length)
-        ucb_argmax(self.scorer, queue, length, self)
-
-    @cython.ccall
-    def observe(self, t: cython.Py_ssize_t, job: cython.Py_ssize_t, server: cython.Py_ssize_t,
-                success: cython.bint):
-        self.scorer.learn(job, server, success)
+        # the UCB indices of the queued jobs, row-major (earliest job, then lowest server)
+        scorer: Scorer = self.scorer
+        i: cython.Py_ssize_t
+        k: cython.Py_ssize_t
+        scorer.refresh(queue, length)
+        if self._gathered.shape[0] < length * K:
+            self._gathered = np.empty(2 * length * K)
+        for i in range(length):
+            for k in range(K):
+                self._gathered[i * K + k] = scorer._ucb[queue[i] * K + k]
+        self.take_first_max(self._gathered, length)
 
 
 @cython.cclass
-class ThompsonChooser(Chooser):
+class ThompsonChooser(ScoringChooser):
     """CQB-TS, score mode: a standard normal z per queued (job, server) pair
     (rng.standard_normal((length, K))), the score mean + bonus·z, and its
     row-major first maximum, a NaN winning."""
@@ -123,26 +139,14 @@ class ThompsonChooser(Chooser):
         i: cython.Py_ssize_t
         k: cython.Py_ssize_t
         cell: cython.Py_ssize_t
-        score: cython.double
-        best: cython.double = 0.0
         scorer.refresh(queue, length)
-        noise: cython.double[::1] = self.rng.standard_normal((length, K)).reshape(-1)
-        self.position, self.server, self.explored = 0, 0, False
+        # the noise, then in its place the sampled scores
+        scores: cython.double[::1] = self.rng.standard_normal((length, K)).reshape(-1)
         for i in range(length):
             for k in range(K):
                 cell = queue[i] * K + k
-                score = scorer._means[cell] + scorer._bonuses[cell] * noise[i * K + k]
-                if isnan(score):
-                    self.position, self.server = i, k
-                    return
-                if (i == 0 and k == 0) or score > best:
-                    best = score
-                    self.position, self.server = i, k
-
-    @cython.ccall
-    def observe(self, t: cython.Py_ssize_t, job: cython.Py_ssize_t, server: cython.Py_ssize_t,
-                success: cython.bint):
-        self.scorer.learn(job, server, success)
+                scores[i * K + k] = scorer._means[cell] + scorer._bonuses[cell] * scores[i * K + k]
+        self.take_first_max(scores, length)
 
 
 @cython.cclass
@@ -161,14 +165,13 @@ class QueueBanditChooser(Chooser):
         self.trials = np.zeros(n_servers)
         self._s = self.successes
         self._n = self.trials
+        self._values = np.zeros(n_servers)
 
     @cython.ccall
     def choose(self, t: cython.Py_ssize_t, queue: cython.longlong[::1], length: cython.Py_ssize_t,
                new_arrival: cython.bint):
         K: cython.Py_ssize_t = self.n_servers
         k: cython.Py_ssize_t
-        value: cython.double
-        best: cython.double = 0.0
         log_t: cython.double = log(t)
         squared_log: cython.double = log_t * log_t
         explore_prob: cython.double = min(1.0, self.explore_constant * K * squared_log / t)
@@ -178,23 +181,13 @@ class QueueBanditChooser(Chooser):
             self.server = self.rng.integers(K)
             self.explored = True
             return
-        self.server = 0
         if self.sampling:
-            index: cython.double[::1] = self.rng.beta(self.successes + 1.0, self.trials - self.successes + 1.0)
-            best = index[0]
-            for k in range(K):
-                if isnan(index[k]):
-                    self.server = k
-                    return
-                if index[k] > best:
-                    best = index[k]
-                    self.server = k
+            self.server = first_max(self.rng.beta(self.successes + 1.0, self.trials - self.successes + 1.0), K)
             return
         for k in range(K):
-            value = self._s[k] / self._n[k] + sqrt(squared_log / (2.0 * self._n[k])) if self._n[k] > 0 else INFINITY
-            if k == 0 or value > best:
-                best = value
-                self.server = k
+            self._values[k] = self._s[k] / self._n[k] + sqrt(squared_log / (2.0 * self._n[k])) \
+                if self._n[k] > 0 else INFINITY
+        self.server = first_max(self._values, K)
 
     @cython.ccall
     def observe(self, t: cython.Py_ssize_t, job: cython.Py_ssize_t, server: cython.Py_ssize_t,

@@ -6,15 +6,16 @@ import cython
 import numpy as np
 
 if cython.compiled:
-    from cython.cimports.cqb.sim._algebra import (cholesky, cholesky_solve, dot, newton_pass, nonzeros,
-                                                  quad_or_dot, spd_inverse, subtract_outer, sym_matvec)
+    from cython.cimports.cqb.sim._algebra import (cholesky, cholesky_solve, dot, logistic, logistic_slope,
+                                                  newton_pass, row_dot, row_support, spd_inverse, subtract_outer,
+                                                  sym_matvec)
     from cython.cimports.cqb.sim._projection import Projection, filippi_solve
-    from cython.cimports.libc.math import ceil, exp, fabs, log, log1p, sqrt
+    from cython.cimports.libc.math import ceil, fabs, log, log1p, sqrt
 else:
-    from math import ceil, exp, fabs, log, log1p, sqrt
+    from math import ceil, fabs, log, log1p, sqrt
 
-    from ._algebra import (cholesky, cholesky_solve, dot, newton_pass, nonzeros, quad_or_dot, spd_inverse,
-                           subtract_outer, sym_matvec)
+    from ._algebra import (cholesky, cholesky_solve, dot, logistic, logistic_slope, newton_pass, row_dot,
+                           row_support, spd_inverse, subtract_outer, sym_matvec)
     from ._projection import Projection, filippi_solve
 
 
@@ -122,11 +123,9 @@ class Estimator:
             growth = cython.cast(cython.longlong, ceil(n * self.refit_growth))
             self._next[k] = n + 1 if n < self.refit_min_samples else n + max(growth, 1)
         else:
-            # one Newton step on (quadratic model of the old data) + the new sample;
-            # e^709.8 overflows a float, where μ is 0 to double precision
-            exponent: cython.double = -dot(xs, xo, self._mle, k * d, d)
-            prob: cython.double = 1.0 / (1.0 + exp(exponent)) if exponent < 709.0 else 0.0
-            self.rank_one(k, xs, xo, prob * (1.0 - prob))
+            # one Newton step on (quadratic model of the old data) + the new sample
+            prob: cython.double = logistic(dot(xs, xo, self._mle, k * d, d))
+            self.rank_one(k, xs, xo, logistic_slope(prob))
             for a in range(d):
                 self._mle[k * d + a] -= (prob - outcome) * self._hx[a]
         bound: cython.double = self._bounds[k]
@@ -185,16 +184,12 @@ class Estimator:
         ho: cython.Py_ssize_t = vo + d * d
         a: cython.Py_ssize_t
         b: cython.Py_ssize_t
-        m: cython.Py_ssize_t = nonzeros(xs, xo, d, self._index)
-        if 2 * m > d:
-            m = d  # dense: the plain sums beat the gather
-            for a in range(d):
-                self._index[a] = a
+        m: cython.Py_ssize_t = row_support(xs, xo, d, self._index)
         sym_matvec(self._inv, vo, xs, xo, self._u, d, self._index, m)
-        scale: cython.double = 1.0 / sqrt(1.0 + quad_or_dot(self._u, xs, xo, d, self._index, m))
+        scale: cython.double = 1.0 / sqrt(1.0 + row_dot(self._u, 0, xs, xo, d, self._index, m))
         if weight > 0.0:
             sym_matvec(self._inv, ho, xs, xo, self._uh, d, self._index, m)
-            scale_h: cython.double = 1.0 / sqrt(1.0 / weight + quad_or_dot(self._uh, xs, xo, d, self._index, m))
+            scale_h: cython.double = 1.0 / sqrt(1.0 / weight + row_dot(self._uh, 0, xs, xo, d, self._index, m))
             for a in range(d):
                 self._uh[a] *= scale_h
             subtract_outer(self._inv, ho, self._uh, d)
@@ -222,11 +217,3 @@ class Estimator:
         """V_k, rebuilt from the data (the estimator itself keeps only V_k⁻¹)."""
         X = self.features[server, :self.counts[server]]
         return self.ridge * np.eye(self.dim) + X.T @ X
-
-    def width_column(self, server: int, contexts):
-        """‖x‖_{V_k⁻¹} for every row x of ``contexts`` (numpy)."""
-        return np.sqrt(((contexts @ self.design_inv[server]) * contexts).sum(axis=1))
-
-    def mean_column(self, server: int, contexts):
-        """μ(xᵀθ_k) for every row x of ``contexts`` (numpy)."""
-        return 0.5 * (1.0 + np.tanh(0.5 * (contexts @ self.theta[server])))

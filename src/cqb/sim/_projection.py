@@ -6,13 +6,15 @@ import cython
 import numpy as np
 
 if cython.compiled:
-    from cython.cimports.cqb.sim._algebra import cholesky, cholesky_solve, dot, logistic, nonzeros, sparse_dot
+    from cython.cimports.cqb.sim._algebra import (add_gram_row, cholesky, cholesky_solve, dot, logistic,
+                                                  logistic_slope, mirror_upper, nonzeros, sparse_dot)
     from cython.cimports.libc.math import INFINITY, fabs, sqrt
 else:
     from math import fabs, sqrt
     from math import inf as INFINITY
 
-    from ._algebra import cholesky, cholesky_solve, dot, logistic, nonzeros, sparse_dot
+    from ._algebra import (add_gram_row, cholesky, cholesky_solve, dot, logistic, logistic_slope, mirror_upper,
+                           nonzeros, sparse_dot)
 
 # Newton (or Gauss-Newton) steps on the ball-constrained problem stop when a
 # step moves θ by less than PROJECTION_STEP_TOL (relative), or a full Newton
@@ -23,6 +25,19 @@ NEWTON_STEP_TOL = 1e-7
 PROJECTION_MAX_ITER = 100
 # A trial point is accepted if f does not rise above its rounding, ~this × ‖V⁻¹r‖‖g(θ̂)‖.
 PROJECTION_NOISE = 1e-13
+# The multiplier ν of a step: the secular-equation search stops after so many
+# steps (each at least bisects its bracket: 60 reach double precision), and
+# accepts ‖z(ν)‖ = S to BALL_RTOL relative (a few hundred ulps: ‖z‖ is not known
+# better). A ν with H + νI not positive definite grows by at least
+# SHIFT_GROWTH·(1 + |H₀₀|), and a bracket without an upper end doubles ν from at
+# least NU_FLOOR, so the search leaves ν = 0 on a singular H.
+SECULAR_MAX_ITER = cython.declare(cython.Py_ssize_t, 60)
+BALL_RTOL = cython.declare(cython.double, 1e-12)
+SHIFT_GROWTH = cython.declare(cython.double, 1e-8)
+NU_FLOOR = cython.declare(cython.double, 1e-12)
+# The step to z is halved at most so many times (2⁻⁴⁰ ≈ 1e-12 of it) before the
+# solver stops where it is.
+STEP_HALVINGS = cython.declare(cython.Py_ssize_t, 40)
 
 
 @cython.cclass
@@ -89,17 +104,12 @@ def jacobian_pass(p: Projection, x: cython.double[::1], xo: cython.Py_ssize_t, n
     d: cython.Py_ssize_t = p.d
     i: cython.Py_ssize_t
     a: cython.Py_ssize_t
-    b: cython.Py_ssize_t
-    q: cython.Py_ssize_t
-    r: cython.Py_ssize_t
     m: cython.Py_ssize_t
     row: cython.Py_ssize_t
     mu: cython.double
     first: cython.double
     second: cython.double
     along: cython.double
-    first_a: cython.double   # (μ̇ x_a): the product's left operand as written, so the same bits
-    second_a: cython.double
     jac: cython.double[::1] = p.jac
     sec: cython.double[::1] = p.second
     index: cython.Py_ssize_t[::1] = p.index
@@ -110,22 +120,15 @@ def jacobian_pass(p: Projection, x: cython.double[::1], xo: cython.Py_ssize_t, n
         row = xo + i * d
         m = nonzeros(x, row, d, index)
         mu = p.prob[i]
-        first = mu * (1.0 - mu)
+        first = logistic_slope(mu)
         along = sparse_dot(x, row, p.wres, 0, index, m)
         second = 2.0 * first * (1.0 - 2.0 * mu) * along
-        for q in range(m):
-            a = index[q]
-            first_a = first * x[row + a]
-            second_a = second * x[row + a]
-            for r in range(q, m):
-                b = index[r]
-                jac[a * d + b] += first_a * x[row + b]
-                sec[a * d + b] += second_a * x[row + b]
+        add_gram_row(jac, d, x, row, index, m, first)  # the logistic Hessian's term, as newton_pass's
+        add_gram_row(sec, d, x, row, index, m, second)
     for a in range(d):
         jac[a * d + a] += reg
-        for b in range(a + 1, d):
-            jac[b * d + a] = jac[a * d + b]
-            sec[b * d + a] = sec[a * d + b]
+    mirror_upper(jac, d)
+    mirror_upper(sec, d)
 
 
 @cython.cfunc
@@ -200,7 +203,7 @@ def filippi_solve(p: Projection, x: cython.double[::1], xo: cython.Py_ssize_t, n
         nu = 0.0
         lo = 0.0
         hi = INFINITY
-        for inner in range(60):
+        for inner in range(SECULAR_MAX_ITER):
             for a in range(d * d):
                 p.shifted[a] = p.hess[a]
             for a in range(d):
@@ -208,13 +211,13 @@ def filippi_solve(p: Projection, x: cython.double[::1], xo: cython.Py_ssize_t, n
             if not cholesky(p.shifted, p.chol, d):
                 # H + νI not positive definite: ν must grow
                 lo = nu
-                nu = 2.0 * nu + 1e-8 * (1.0 + fabs(p.hess[0]))
+                nu = 2.0 * nu + SHIFT_GROWTH * (1.0 + fabs(p.hess[0]))
                 continue
             for a in range(d):
                 p.z[a] = p.rhs[a]
             cholesky_solve(p.chol, p.z, d)
             norm = sqrt(dot(p.z, 0, p.z, 0, d))
-            if norm <= bound * (1.0 + 1e-12) and (nu == 0.0 or norm >= bound * (1.0 - 1e-12)):
+            if norm <= bound * (1.0 + BALL_RTOL) and (nu == 0.0 or norm >= bound * (1.0 - BALL_RTOL)):
                 break
             if norm > bound:
                 lo = nu
@@ -226,7 +229,7 @@ def filippi_solve(p: Projection, x: cython.double[::1], xo: cython.Py_ssize_t, n
             qnorm = dot(p.trial, 0, p.trial, 0, d)
             nu = nu + (norm * norm / qnorm) * (norm - bound) / bound
             if not (lo < nu < hi):  # safeguard: bisect the bracket
-                nu = 0.5 * (lo + hi) if hi < INFINITY else 2.0 * lo + 1e-12
+                nu = 0.5 * (lo + hi) if hi < INFINITY else 2.0 * lo + NU_FLOOR
         # pull z onto the ball if the search left it a hair outside
         norm = sqrt(dot(p.z, 0, p.z, 0, d))
         if norm > bound:
@@ -238,7 +241,7 @@ def filippi_solve(p: Projection, x: cython.double[::1], xo: cython.Py_ssize_t, n
         noise = PROJECTION_NOISE * sqrt(dot(p.wres, 0, p.wres, 0, d) * dot(p.target, 0, p.target, 0, d))
         alpha = 1.0
         trial_value = INFINITY
-        for inner in range(40):
+        for inner in range(STEP_HALVINGS):
             for a in range(d):
                 p.trial[a] = theta[to + a] + alpha * (p.z[a] - theta[to + a])
             trial_value = filippi_value(p, x, xo, n, p.trial, 0, design_inv, vo, reg)

@@ -19,6 +19,15 @@ SIGNAL_CHECK_ROUNDS = 4096
 
 @cython.cfunc
 @cython.exceptval(check=False)
+def heap_set(keys: cython.double[::1], ids: cython.longlong[::1], i: cython.Py_ssize_t, key: cython.double,
+             job: cython.longlong) -> cython.void:
+    """Entry i of the heap: (key, job)."""
+    keys[i] = key
+    ids[i] = job
+
+
+@cython.cfunc
+@cython.exceptval(check=False)
 def heap_push(keys: cython.double[::1], ids: cython.longlong[::1], size: cython.Py_ssize_t, key: cython.double,
               job: cython.longlong) -> cython.Py_ssize_t:
     """Push (key, job) on the max-heap of ``size`` entries; the new size."""
@@ -28,11 +37,9 @@ def heap_push(keys: cython.double[::1], ids: cython.longlong[::1], size: cython.
         parent = (i - 1) // 2
         if not keys[parent] < key:
             break
-        keys[i] = keys[parent]
-        ids[i] = ids[parent]
+        heap_set(keys, ids, i, keys[parent], ids[parent])  # the parent moves down
         i = parent
-    keys[i] = key
-    ids[i] = job
+    heap_set(keys, ids, i, key, job)
     return size + 1
 
 
@@ -53,11 +60,9 @@ def heap_pop(keys: cython.double[::1], ids: cython.longlong[::1], size: cython.P
             child += 1
         if not keys[child] > key:
             break
-        keys[i] = keys[child]
-        ids[i] = ids[child]
+        heap_set(keys, ids, i, keys[child], ids[child])  # the larger child moves up
         i = child
-    keys[i] = key
-    ids[i] = job
+    heap_set(keys, ids, i, key, job)
     return size
 
 
