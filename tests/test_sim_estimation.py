@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 from sklearn.linear_model import LogisticRegression
 
+from cqb.sim.core import core
 from cqb.sim.estimation import LogisticEstimator, check_estimator_params, filippi_projection
 from reference_math import confidence_width, estimator_params, fit_logistic
 
@@ -131,7 +132,7 @@ def test_filippi_projection_lands_on_the_ball_at_a_kkt_point(seed):
         g = gradient(theta)
         return float(-(g @ theta) / (np.linalg.norm(g) * np.linalg.norm(theta)))
 
-    projected = filippi_projection(X, mle, design_inv, 0.01, bound, radial)
+    projected = filippi_projection(X, mle, design_inv, 0.01, bound, radial).theta
     assert np.linalg.norm(projected) == pytest.approx(bound, rel=1e-9)
     assert inward_cosine(projected) > 1 - 1e-6
     assert inward_cosine(radial) < 1 - 1e-3  # the start is not already optimal
@@ -306,7 +307,7 @@ def _compare_with_slsqp(seed):
     X, mle, design_inv, reg, bound = _slsqp_problem(seed)
     start = mle * min(1.0, bound / np.linalg.norm(mle))  # radial, as the estimator starts it
     value_and_gradient, scale = _filippi_value_and_gradient(X, mle, design_inv, reg)
-    ours = filippi_projection(X, mle, design_inv, reg, bound, start)
+    ours = filippi_projection(X, mle, design_inv, reg, bound, start).theta
     assert np.linalg.norm(ours) <= bound * (1 + 1e-12)
     value, gradient, jacobian = value_and_gradient(ours)
     reference = value_and_gradient(_slsqp(value_and_gradient, start, bound))[0]
@@ -326,7 +327,9 @@ def _compare_with_slsqp(seed):
 def test_filippi_projection_is_at_least_as_good_as_slsqp_and_a_kkt_point(chunk):
     """240 random problems (60 per chunk), d = 2–120, θ̂ inside and outside the
     ball: the objective within 1e-9 (relative) of SciPy's SLSQP at ftol 1e-15,
-    or lower; the KKT conditions to 1e-8."""
+    or lower; the KKT conditions to the solver's tolerance (numpy's residual
+    within twice PROJECTION_KKT_TOL). From a start away from the optimum and
+    with S/‖θ̂‖ near 1: tests/test_sim_projection.py."""
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(limits=1, user_api="blas"):  # SLSQP at d = 120 is 10× slower threaded here
@@ -335,5 +338,5 @@ def test_filippi_projection_is_at_least_as_good_as_slsqp_and_a_kkt_point(chunk):
     worst = int(np.argmax(gaps))
     assert gaps.max() <= 1e-9, f"seed {60 * chunk + worst}: objective {gaps.max():.3g} above SLSQP's (relative)"
     worst = int(np.argmax(residuals))
-    assert residuals.max() <= 1e-8, f"seed {60 * chunk + worst}: KKT residual {residuals.max():.3g}"
+    assert residuals.max() <= 2 * core().PROJECTION_KKT_TOL, f"seed {60 * chunk + worst}: KKT residual {residuals.max():.3g}"
     assert 5 <= (~on_sphere).sum() and on_sphere.sum() >= 30  # both cases, in every chunk

@@ -283,7 +283,7 @@ def _filippi_objective(X, mle, design_inv, reg, theta):
 def test_filippi_projection_matches_an_independent_trust_region_solver(seed):
     X, mle, design_inv, reg, bound = _projection_problem(seed)
     radial = mle * bound / np.linalg.norm(mle)
-    projected = filippi_projection(X, mle, design_inv, reg, bound, radial)
+    projected = filippi_projection(X, mle, design_inv, reg, bound, radial).theta
     reference = minimize(lambda th: _filippi_objective(X, mle, design_inv, reg, th), np.zeros_like(mle),
                          method="trust-constr",
                          constraints=[{"type": "ineq", "fun": lambda th: bound ** 2 - th @ th}],
@@ -330,5 +330,5 @@ def test_filippi_projection_reaches_the_kkt_point_to_1e_8(seed):
     gradient, lands 1e-7–1e-5 away)."""
     X, mle, design_inv, reg, bound = _projection_problem(seed)
     radial = mle * bound / np.linalg.norm(mle)
-    projected = filippi_projection(X, mle, design_inv, reg, bound, radial)
+    projected = filippi_projection(X, mle, design_inv, reg, bound, radial).theta
     assert np.linalg.norm(projected - _kkt_point(X, mle, design_inv, reg, bound)) <= 1e-8 * bound

@@ -364,8 +364,11 @@ def run(args) -> int:
         save_run(out, result)  # atomic: a killed run leaves no partial output
     except OSError as error:
         return _write_failed(out, error)
+    unconverged = result.metadata.get("projection_unconverged")
+    projections = ("" if unconverged is None else
+                   f", {unconverged} of {result.metadata['projections']} projections not converged")
     return _wrote(f"{args.policy} seed {args.seed}: Q(T) = {int(result.queue[-1])}, "
-                  f"Q*(T) = {int(result.oracle_queue[-1])}", started, out)
+                  f"Q*(T) = {int(result.oracle_queue[-1])}{projections}", started, out)
 
 
 def _compare(args) -> int:

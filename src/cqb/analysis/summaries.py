@@ -66,7 +66,7 @@ INSTANCE_COLUMNS = ("theta_redraws", "theta_max_norm", "accept_rate", "measured_
 RUN_COLUMNS = ("policy", "sweep_param", "sweep_value", "seed", "horizon", "final_queue",
                "final_oracle", "final_regret", "tail_regret", "mean_regret", "early_regret",
                "peak_round", "peak_queue", "late_slope", "full_slope", "time_to_optimal", "censored",
-               "explore_rounds", "stalled") + INSTANCE_COLUMNS + ("code_hash",)
+               "explore_rounds", "stalled", "projection_unconverged") + INSTANCE_COLUMNS + ("code_hash",)
 
 
 def tail_length(horizon: int, tail_fraction: float, final_phase_start: int | None = None) -> int:
@@ -162,6 +162,8 @@ def summarise_curves(curves: Sequence[Curve], settings: SummarySettings = Summar
                          "sweep_value": curve.sweep_text, "seed": int(seed),
                          **run_summary(queue, oracle, settings, final_phase_start(meta)),
                          "explore_rounds": explore_rounds(meta),
+                         # projections whose solve ended uncertified (0 for a policy without them)
+                         "projection_unconverged": int(meta.get("projection_unconverged") or 0),
                          **{key: _number(instance.get(key)) for key in INSTANCE_COLUMNS},
                          "code_hash": meta.get("code_hash", "")})
     return pd.DataFrame(rows, columns=list(RUN_COLUMNS))
@@ -229,19 +231,22 @@ def binomial_interval(successes: int, trials: int, confidence: float = 0.95) -> 
 CURVE_COLUMNS = ("policy", "sweep_param", "sweep_value", "n_runs", "n_stalled", "stall_rate",
                  "stall_ci_low", "stall_ci_high", "stalled_seeds", "final_regret_mean",
                  "final_regret_median", "tail_regret_mean", "tail_regret_median",
-                 "tail_regret_mean_converged")
+                 "tail_regret_mean_converged", "n_unconverged_runs", "unconverged_seeds")
 
 
 def curve_summaries(runs: pd.DataFrame, confidence: float = 0.95) -> pd.DataFrame:
     """Per curve: stall count with its exact interval, the stalled seeds, and
     mean and median regrets (the mean over converged runs only is given
-    beside the plain mean, never instead of it)."""
+    beside the plain mean, never instead of it); the runs with a projection
+    that ended uncertified, and their seeds."""
     rows = []
     for (policy, sweep_value), group in runs.groupby(["policy", "sweep_value"], sort=False):
         n = len(group)
         stalled = group["stalled"].astype(bool)
         low, high = binomial_interval(int(stalled.sum()), n, confidence)
         converged = group.loc[~stalled, "tail_regret"]
+        unconverged = (group["projection_unconverged"] > 0 if "projection_unconverged" in group
+                       else pd.Series(False, index=group.index))
         rows.append({
             "policy": policy, "sweep_param": group["sweep_param"].iloc[0], "sweep_value": sweep_value,
             "n_runs": n, "n_stalled": int(stalled.sum()), "stall_rate": float(stalled.mean()),
@@ -252,6 +257,8 @@ def curve_summaries(runs: pd.DataFrame, confidence: float = 0.95) -> pd.DataFram
             "tail_regret_mean": float(group["tail_regret"].mean()),
             "tail_regret_median": float(group["tail_regret"].median()),
             "tail_regret_mean_converged": float(converged.mean()) if len(converged) else math.nan,
+            "n_unconverged_runs": int(unconverged.sum()),
+            "unconverged_seeds": " ".join(str(s) for s in group.loc[unconverged, "seed"]) or "-",
         })
     return pd.DataFrame(rows, columns=list(CURVE_COLUMNS))
 
@@ -269,5 +276,5 @@ def read_runs_table(path) -> pd.DataFrame:
 
 def read_curves_table(path) -> pd.DataFrame:
     return pd.read_csv(path, sep="\t", dtype={"policy": str, "sweep_param": str, "sweep_value": str,
-                                              "stalled_seeds": str}, keep_default_na=False,
+                                              "stalled_seeds": str, "unconverged_seeds": str}, keep_default_na=False,
                        na_values={"tail_regret_mean_converged": ["nan"]})

@@ -67,12 +67,14 @@ def pool_checksums(paths) -> dict[str, str]:
 
 def results_summary(curves: dict[str, pd.DataFrame], display_names: dict, descriptions: dict) -> str:
     """Markdown: per experiment, one row per curve with its final regret,
-    median, tail regret and stalled runs (from :func:`cqb.analysis.summaries.curve_summaries`)."""
+    median, tail regret, stalled runs and runs with an uncertified projection
+    (from :func:`cqb.analysis.summaries.curve_summaries`)."""
     lines = []
     for experiment, table in curves.items():
         lines += [f"**{experiment}** — {descriptions.get(experiment, '')}", "",
-                  "| policy | sweep | Q(T) − Q*(T) mean | median | tail regret mean | median | stalled [95% interval] | stalled seeds |",
-                  "| --- | --- | ---: | ---: | ---: | ---: | --- | --- |"]
+                  "| policy | sweep | Q(T) − Q*(T) mean | median | tail regret mean | median | stalled [95% interval] "
+                  "| stalled seeds | projection not converged: runs, seeds |",
+                  "| --- | --- | ---: | ---: | ---: | ---: | --- | --- | --- |"]
         for row in table.itertuples():
             sweep = f"{row.sweep_param} = {row.sweep_value}" if row.sweep_param else ""
             lines.append(
@@ -80,9 +82,15 @@ def results_summary(curves: dict[str, pd.DataFrame], display_names: dict, descri
                 f"{format_number(row.final_regret_mean)} | {format_number(row.final_regret_median)} | "
                 f"{format_number(row.tail_regret_mean)} | {format_number(row.tail_regret_median)} | "
                 f"{row.n_stalled}/{row.n_runs} [{row.stall_ci_low:.2f}, {row.stall_ci_high:.2f}] | "
-                f"{row.stalled_seeds} |")
+                f"{row.stalled_seeds} | {_unconverged(row)} |")
         lines.append("")
     return "\n".join(lines)
+
+
+def _unconverged(row) -> str:
+    """Runs of a curve with a projection that ended uncertified, and their seeds."""
+    count = getattr(row, "n_unconverged_runs", 0)
+    return f"{count}/{row.n_runs}" + (f": {row.unconverged_seeds}" if count else "")
 
 
 def markdown_table(table: pd.DataFrame) -> str:

@@ -1,5 +1,6 @@
 # The estimator (_estimator.py), for the scorer that cimports it.
 
+from cqb.sim._algebra cimport DenseAlgebra
 from cqb.sim._projection cimport Projection
 
 
@@ -23,6 +24,9 @@ cdef class Estimator:
     cdef public Py_ssize_t refits
     cdef public Py_ssize_t projections       # how often the projection was active
     cdef public Py_ssize_t projection_steps  # Filippi solver steps in all
+    # Filippi solves that ended without a certified KKT point (PROJECTION_KKT_TOL)
+    cdef public Py_ssize_t projection_unconverged
+    cdef public Py_ssize_t projection_max_iter  # steps per solve at most
 
     cdef double reg
     cdef double kappa
@@ -51,8 +55,11 @@ cdef class Estimator:
     cdef double[::1] _w
     cdef Py_ssize_t[::1] _index
     cdef Projection _projection
+    cdef DenseAlgebra _algebra
+    cdef double[::1] _gram         # the refit's dense rows scaled by √μ̇ (BLAS only)
     cdef long long[::1] _versions  # rank-one updates of V_k⁻¹ so far
     cdef double[::1] _last_u       # (K, d): the last one's u, V_k⁻¹ −= u uᵀ
+    cdef long long[::1] _projected # (K,): θ_k is the last update's projection
 
     cpdef double width(self, long long n_samples, double bound) noexcept
     cdef bint add(self, Py_ssize_t k, double[::1] xs, Py_ssize_t xo, double outcome)

@@ -18,7 +18,9 @@ cdef class Projection:
     cdef double[::1] shifted
     cdef double[::1] chol
     cdef Py_ssize_t[::1] index
+    cdef Py_ssize_t steps      # the last solve's steps
+    cdef double kkt            # and its last KKT residual
 
-cdef Py_ssize_t filippi_solve(Projection p, double[::1] x, Py_ssize_t xo, Py_ssize_t n, double[::1] mle,
-                              Py_ssize_t mo, double[::1] design_inv, Py_ssize_t vo, double reg, double bound,
-                              double[::1] theta, Py_ssize_t to)
+cdef bint filippi_solve(Projection p, double[::1] x, Py_ssize_t xo, Py_ssize_t n, double[::1] mle,
+                        Py_ssize_t mo, double[::1] design_inv, Py_ssize_t vo, double reg, double bound,
+                        double[::1] theta, Py_ssize_t to, Py_ssize_t max_iter)

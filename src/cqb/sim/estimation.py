@@ -12,6 +12,7 @@ core's (cqb.sim._estimator.Estimator); this module checks the parameters and bui
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 from .core import core
 
@@ -59,10 +60,24 @@ def LogisticEstimator(n_servers: int, dim: int, capacity: int, params):
     return core().Estimator(n_servers, dim, capacity, params)
 
 
-def filippi_projection(X, mle, design_inv, reg, bound, start):
+class Projected(NamedTuple):
+    """A Filippi projection: θ, whether it is a certified KKT point (the
+    core's PROJECTION_KKT_TOL), the solver's steps and its last KKT residual."""
+
+    theta: np.ndarray
+    converged: bool
+    steps: int
+    kkt_residual: float
+
+
+def filippi_projection(X, mle, design_inv, reg, bound, start, max_iter: int | None = None) -> Projected:
     """argmin over ‖θ‖ ≤ S of ‖g(θ) − g(θ̂)‖ in the V⁻¹ norm, g(θ) = Σ μ(x_iᵀθ)x_i + λ₀θ,
-    from ``start`` (cqb.sim._projection.filippi_solve).
+    from ``start`` (inside the ball), in at most ``max_iter`` solver steps
+    (None: PROJECTION_MAX_ITER) (cqb.sim._projection.filippi_solve).
 
     The regularised score equation makes g(θ̂) = Σ y_i x_i, so the projected
-    estimate matches the data's moments as well as the ball allows."""
-    return core().filippi_projection(X, mle, design_inv, reg, bound, start)
+    estimate matches the data's moments as well as the ball allows. A bad
+    λ₀, S or start is one ValueError naming the value."""
+    the_core = core()
+    steps = the_core.PROJECTION_MAX_ITER if max_iter is None else max_iter
+    return Projected(*the_core.filippi_projection(X, mle, design_inv, reg, bound, start, steps))

@@ -34,6 +34,8 @@ class PolicyRun:
     gap: np.ndarray  # (T,) best true mean in the queue minus the chosen pair's; NaN if empty
     explored: np.ndarray  # (T,) bool
     departures: np.ndarray  # (T,) bool: D(t)
+    # a CQB policy's projections: how many ran and how many ended uncertified
+    projection_counts: dict = field(default_factory=dict)
 
 
 def run_policy(policy, trace: Trace, record: dict | None = None) -> PolicyRun:
@@ -58,7 +60,18 @@ def run_policy(policy, trace: Trace, record: dict | None = None) -> PolicyRun:
     if record is not None:
         service = trace.service_uniforms
         record["service"] = [float(service[t - 1]) for t in record["rounds"]]
-    return PolicyRun(*outputs)
+    return PolicyRun(*outputs, projection_counts=projection_counts(policy))
+
+
+def projection_counts(policy) -> dict:
+    """A CQB policy's estimator's projections (``projections``) and those whose
+    solve ended without a certified KKT point (``projection_unconverged``: a
+    count to report, never to hide in a mean); empty for other policies."""
+    estimator = getattr(getattr(policy, "scorer", None), "estimator", None)
+    if estimator is None:
+        return {}
+    return {"projections": int(estimator.projections),
+            "projection_unconverged": int(estimator.projection_unconverged)}
 
 
 @dataclass
@@ -183,6 +196,7 @@ def simulate(instance_spec: dict | Instance, policy: str, policy_params: dict | 
         "arrivals": int(trace.arrivals.sum()),
         "trace_hash": trace_hash,
         "package_version": __version__,
+        **run.projection_counts,
     }
     return RunResult(run.queue, oracle_queue_lengths, run.gap, run.explored, _json_safe(metadata))
 
