@@ -62,3 +62,68 @@ def test_the_check_finds_a_policy_table_outside_the_specs(tmp_path, quote):
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text(text)
     assert files_naming(["cqb_ts", "q_ths"], root=tmp_path) == {"src/cqb/figures/colours.py", "workflow/rules/x.smk"}
+
+
+# The claim kinds: each is one row of cqb.analysis.claim_kinds; a file that
+# names a kind string outside docs/extending.md's list would be a second place
+# a new kind has to be added. A name below is not the kind there.
+NOT_A_KIND = {"src/cqb/analysis/summaries.py": {"stall_rate"}}  # the curves' column of that name
+
+
+def names_in_files(names, root: Path = ROOT) -> dict[str, set[str]]:
+    pattern = re.compile(r"""["'](%s)["']""" % "|".join(map(re.escape, names)))
+    found = {}
+    for folder in SOURCE_FOLDERS:
+        for path in (root / folder).rglob("*"):
+            if path.suffix in (".py", ".smk", ".yaml") and "tests" not in path.relative_to(root).parts[:2]:
+                named = set(pattern.findall(path.read_text(errors="replace")))
+                if named:
+                    found[path.relative_to(root).as_posix()] = named
+    return found
+
+
+def files_naming_a_kind(root: Path = ROOT) -> set[str]:
+    from cqb.analysis.claim_kinds import KINDS
+
+    return {path for path, named in names_in_files(KINDS, root).items() if named - NOT_A_KIND.get(path, set())}
+
+
+def test_the_claim_kind_files_exist():
+    listed = listed_files("claim kind")
+    assert len([p for p in listed if not p.startswith("config/")]) <= 3
+    for path in listed:
+        assert (ROOT / path).is_file(), f"docs/extending.md lists {path}, which does not exist"
+
+
+def test_only_the_listed_files_name_a_claim_kind():
+    unlisted = files_naming_a_kind() - set(listed_files("claim kind"))
+    assert not unlisted, f"these files name claim kinds outside the kinds' table: {sorted(unlisted)}"
+
+
+def test_the_check_finds_a_kind_chain_outside_the_table(tmp_path):
+    """The check's own mutant: an if-chain on a kind in a figure module; the
+    curves' stall_rate column is not a kind."""
+    for path, text in (("src/cqb/figures/x.py", 'if spec.kind == "drops":\n    pass\n'),
+                       ("src/cqb/analysis/summaries.py", 'COLUMNS = ("stall_rate",)\n'),
+                       ("src/cqb/other.py", "drops = 1\n")):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text)
+    assert files_naming_a_kind(tmp_path) == {"src/cqb/figures/x.py"}
+
+
+def test_the_schema_and_config_follow_the_kinds_table():
+    """The schema's kind enum and margins, and the config's margins, are the
+    table's kinds in its order; each margin's units and bound are its row's."""
+    import yaml
+
+    from cqb.analysis.claim_kinds import CLAIM_KINDS, KINDS
+
+    schema = yaml.safe_load((ROOT / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    assert schema["$defs"]["claim_kind"]["enum"] == list(KINDS)
+    margins = schema["properties"]["claim_margins"]["properties"]
+    assert list(margins) == list(KINDS)
+    for kind in CLAIM_KINDS:
+        assert margins[kind.name]["description"] == kind.margin_units, kind.name
+        assert margins[kind.name].get("maximum") == kind.margin_max, kind.name
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    assert list(config["claim_margins"]) == list(KINDS)

@@ -40,7 +40,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .claim_statistics import _groups, claim_comparisons, drop_from_peak, skew_corrected_bounds
+from .claim_kinds import MEAN, RATE, SIGN, claim_comparisons, claim_kind
+from .claim_statistics import skew_corrected_bounds
 from .summaries import binomial_bounds
 from .verdict_rules import (BEYOND_MARGIN, FAILS, HOLDS, INCONCLUSIVE, NO_SIZE, NOT_TESTABLE, TIE,
                             comparison_verdicts, correct_verdicts, decided, procedure_levels, size_against_margin)
@@ -49,9 +50,6 @@ CALIBRATION_COLUMNS = ("claim", "kind", "comparison", "scenario", "n_values", "t
                        "replications", "looks", "holds", "does_not_hold", "tie", "inconclusive",
                        "type1_error", "type1_se", "type1_ok", "expected", "power", "mean_seeds",
                        "beyond_delta_error", "beyond_delta_se")
-MEAN_KINDS = ("grows", "converges", "drops", "best")
-# Kinds read as signs (+1 / −1, 0 a tie) against a share of one half.
-SIGN_KINDS = ("ordered", "typical_below")
 
 
 @dataclass(frozen=True)
@@ -69,35 +67,13 @@ class Shape:
 
 
 def _values_of(spec, runs, comparison) -> np.ndarray:
-    """The per-seed values behind one comparison of a claim."""
-    if spec.kind == "best":
-        other, claimed = comparison.key.split(" − ")
-        wide = runs.pivot_table(index="seed", columns="policy", values=spec.metric, aggfunc="first")
-        pair = wide[[claimed, other]].dropna()
-        return (pair[other] - pair[claimed]).to_numpy(dtype=np.float64)
-    if spec.kind == "ordered":
-        (policy, smaller), (_, larger) = comparison.units
-        rows = runs[runs["policy"] == policy]
-        wide = rows.pivot_table(index="seed", columns="sweep_value", values=spec.metric, aggfunc="first")
-        pair = wide[[smaller, larger]].dropna()
-        change = pair[larger].to_numpy(dtype=np.float64) - pair[smaller].to_numpy(dtype=np.float64)
-        return np.sign(-change if spec.direction == "decreasing" else change)
-    for unit, _, rows in _groups(runs, spec):
-        if unit == comparison.units[0]:
-            if spec.kind == "stall_rate":
-                return rows["stalled"].to_numpy(dtype=np.float64)
-            if spec.kind == "typical_below":
-                return np.where(rows[spec.metric].to_numpy(dtype=np.float64) < spec.threshold, 1.0, -1.0)
-            if spec.kind == "drops":
-                return drop_from_peak(rows)
-            if spec.kind == "grows":
-                metric = spec.metric if spec.metric in ("late_slope", "full_slope") else "late_slope"
-                return rows[metric].to_numpy(dtype=np.float64)
-            return rows[spec.metric].to_numpy(dtype=np.float64)
-    if spec.kind == "stall_rate":
-        rows = runs[runs["policy"] == comparison.key]
-        return rows["stalled"].to_numpy(dtype=np.float64)
-    raise ValueError(f"claim {spec.name!r}: no data for comparison {comparison.key!r}")
+    """The per-seed values behind one comparison of a claim (its kind's)."""
+    return claim_kind(spec.kind).seed_values(spec, runs, comparison)
+
+
+def _null(kind: str) -> str:
+    """How a kind's values are resampled: MEAN, SIGN or RATE."""
+    return claim_kind(kind).null
 
 
 def claim_shape(spec, runs: pd.DataFrame, margin: float, shape_runs: pd.DataFrame | None = None) -> Shape | None:
@@ -110,10 +86,10 @@ def claim_shape(spec, runs: pd.DataFrame, margin: float, shape_runs: pd.DataFram
     usable = [c for c in comparisons if c.verdict != NOT_TESTABLE and math.isfinite(c.value)]
     if not usable:
         return None
-    threshold = 0.5 if spec.kind in SIGN_KINDS else (0.0 if spec.kind == "best" else spec.threshold)
+    threshold = claim_kind(spec.kind).threshold(spec.threshold)
     nearest = min(usable, key=lambda c: abs(c.value - threshold) / (abs(c.ci_high - c.ci_low) or 1.0))
     source = runs
-    if shape_runs is not None and spec.kind in ("converges", "typical_below", "stall_rate") and all(
+    if shape_runs is not None and claim_kind(spec.kind).pooled_shape and all(
             policy in set(shape_runs["policy"]) for policy, _ in nearest.units):
         source = shape_runs
         spec = _without_sweep(spec)
@@ -134,15 +110,15 @@ def look_intervals(shape: Shape, sample: np.ndarray, confidence: float, fail_con
     each row of ``sample`` (replications × seeds): the claims' intervals
     (:mod:`cqb.analysis.claim_statistics`) at the claim level and at the
     "does not hold" level, vectorised."""
-    if shape.kind in MEAN_KINDS:
+    if _null(shape.kind) == MEAN:
         low, high = skew_corrected_bounds(sample, confidence)
         wide_low, wide_high = skew_corrected_bounds(sample, fail_confidence)
         return low, high, wide_low, wide_high, shape.threshold
-    if shape.kind in SIGN_KINDS:
+    if _null(shape.kind) == SIGN:
         moved = (sample > 0).sum(axis=1)
         counted = (sample != 0).sum(axis=1)
         return (*binomial_bounds(moved, counted, confidence), *binomial_bounds(moved, counted, fail_confidence), 0.5)
-    # stall_rate
+    # RATE
     stalled = sample.sum(axis=1)
     trials = np.full(sample.shape[0], sample.shape[1])
     return (*binomial_bounds(stalled, trials, confidence), *binomial_bounds(stalled, trials, fail_confidence),
@@ -197,14 +173,14 @@ def simulate_procedure(shape: Shape, values: np.ndarray, looks: Sequence[int], a
 def null_values(shape: Shape, rng) -> np.ndarray:
     """The shape's values moved onto the boundary of its claim."""
     values = shape.values
-    if shape.kind in MEAN_KINDS:
+    if _null(shape.kind) == MEAN:
         return values - values.mean() + shape.threshold
-    if shape.kind in SIGN_KINDS:
+    if _null(shape.kind) == SIGN:
         signed = values[values != 0]
         ties = values[values == 0]
         half = np.concatenate([np.ones(max(1, signed.size)), -np.ones(max(1, signed.size))])
         return np.concatenate([half, np.zeros(2 * ties.size)]) if ties.size else half
-    # stall_rate: a rate equal to the threshold, as 0/1 flags
+    # RATE: a rate equal to the threshold, as 0/1 flags
     size = 10000
     return (np.arange(size) < round(shape.threshold * size)).astype(np.float64)
 
@@ -217,21 +193,21 @@ def edge_values(shape: Shape) -> np.ndarray:
     observed = _true_value(shape, shape.values)
     side = np.sign(observed - _threshold(shape)) or (1.0 if shape.upward else -1.0)
     target = _threshold(shape) + side * shape.margin
-    if shape.kind in MEAN_KINDS:
+    if _null(shape.kind) == MEAN:
         return shape.values - shape.values.mean() + target
     size = 10000
-    ties = int(round(size * float(np.mean(shape.values == 0)))) if shape.kind in SIGN_KINDS else 0
+    ties = int(round(size * float(np.mean(shape.values == 0)))) if _null(shape.kind) == SIGN else 0
     signed = size - ties
     up = int(round(target * signed))
     return np.concatenate([np.ones(up), -np.ones(signed - up), np.zeros(ties)])
 
 
 def _threshold(shape: Shape) -> float:
-    return 0.5 if shape.kind in SIGN_KINDS else shape.threshold
+    return 0.5 if _null(shape.kind) == SIGN else shape.threshold
 
 
 def _true_value(shape: Shape, values: np.ndarray) -> float:
-    if shape.kind in SIGN_KINDS:
+    if _null(shape.kind) == SIGN:
         return float((values > 0).sum() / max(1, (values != 0).sum()))
     return float(values.mean())
 
@@ -239,9 +215,9 @@ def _true_value(shape: Shape, values: np.ndarray) -> float:
 def correct_set(shape: Shape) -> tuple[str, ...]:
     """The verdicts true of the observed effect (verdict_rules.correct_verdicts):
     its direction, and a tie within δ where it lies within δ of the threshold."""
-    value = shape.values.mean() if shape.kind not in SIGN_KINDS else (
+    value = shape.values.mean() if _null(shape.kind) != SIGN else (
         (shape.values > 0).sum() / max(1, (shape.values != 0).sum()))
-    threshold = 0.5 if shape.kind in SIGN_KINDS else shape.threshold
+    threshold = 0.5 if _null(shape.kind) == SIGN else shape.threshold
     right = correct_verdicts(float(value), shape.margin, threshold, shape.upward)
     return tuple(v for v in (HOLDS, FAILS, TIE) if v in right)
 
@@ -259,7 +235,7 @@ def calibrate(shapes: Sequence[Shape], designs: Mapping[str, tuple[tuple[int, ..
     rows = []
     for shape in shapes:
         looks, alpha = designs[shape.claim]
-        scenarios = ("null", "effect") + (("edge of δ",) if shape.margin > 0 and shape.kind != "stall_rate" else ())
+        scenarios = ("null", "effect") + (("edge of δ",) if shape.margin > 0 and _null(shape.kind) != RATE else ())
         for scenario in scenarios:
             rng = calibration_stream(seed, f"{shape.claim}/{scenario}")
             values = {"null": null_values(shape, rng), "effect": shape.values,
@@ -271,7 +247,7 @@ def calibrate(shapes: Sequence[Shape], designs: Mapping[str, tuple[tuple[int, ..
             type1 = share[HOLDS] + share[FAILS] if scenario == "null" else math.nan
             se = math.sqrt(type1 * (1 - type1) / replications) if scenario == "null" else math.nan
             correct = correct_set(shape) if scenario == "effect" else ()
-            true_value = (float(values.mean()) if shape.kind not in SIGN_KINDS
+            true_value = (float(values.mean()) if _null(shape.kind) != SIGN
                           else float((values > 0).sum() / max(1, (values != 0).sum())))
             rows.append({"claim": shape.claim, "kind": shape.kind, "comparison": shape.comparison,
                          "scenario": scenario, "n_values": int(shape.values.shape[0]), "true_value": true_value,
@@ -349,10 +325,10 @@ def values_at(shape: Shape, target: float) -> np.ndarray:
     shifted onto it; signs with the share of moved pairs at ``target`` (ties
     kept in proportion); stall flags at that rate."""
     values = shape.values
-    if shape.kind in MEAN_KINDS:
+    if _null(shape.kind) == MEAN:
         return values - values.mean() + target
     size = 10000
-    if shape.kind in SIGN_KINDS:
+    if _null(shape.kind) == SIGN:
         signed = round(size * max(1, (values != 0).sum()) / values.size)
         up = round(signed * target)
         return np.concatenate([np.ones(up), -np.ones(signed - up), np.zeros(size - signed)])

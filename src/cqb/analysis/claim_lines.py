@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
+from .claim_kinds import claim_kind
 from .formatting import format_interval, format_number
 from .summaries import binomial_interval
 from .verdict_rules import (BEYOND_MARGIN, FAILS, HOLDS, INCONCLUSIVE, NO_MARGIN, NO_SIZE, TIE, fail_level,
@@ -46,11 +47,11 @@ SHARE = re.compile(r"(?P<policy>[^\s;:]+) (?P<smaller>[^\s;:→]+)→(?P<larger>
 
 
 def _upward(kind: str) -> bool:
-    return kind not in ("converges", "stall_rate")
+    return claim_kind(kind).upward
 
 
 def _threshold(spec) -> float:
-    return 0.5 if spec.kind in ("ordered", "typical_below") else 0.0 if spec.kind == "best" else spec.threshold
+    return claim_kind(spec.kind).threshold(spec.threshold)
 
 
 def claims_design(specs: Sequence, margins: Mapping[str, float], sweep_params: Mapping[str, str]) -> pd.DataFrame:

@@ -22,7 +22,7 @@ every verdict rule is in :mod:`cqb.analysis.verdict_rules`). Every check takes t
 interval level ``confidence`` and the margin ``margin``, so the powered
 reading (:mod:`cqb.powered`) evaluates the same statistics at its own levels.
 
-Kinds of check (``ClaimSpec.kind``):
+Kinds of check (``ClaimSpec.kind``; each is a row of :mod:`cqb.analysis.claim_kinds`):
 
 ``grows``
     the policy's queue grows: per run, the least-squares slope of Q(t) over
@@ -56,13 +56,41 @@ Kinds of check (``ClaimSpec.kind``):
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from .claims_registry import KINDS, ClaimResult, ClaimSpec, Comparison
 from .summaries import binomial_interval
 from .verdict_rules import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, TIE, combine, comparison_verdict, decisive, fail_level
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    statistic: str
+    value: float
+    ci_low: float
+    ci_high: float
+    verdict: str
+    n_seeds: int
+    detail: str = ""
+    comparisons: tuple = ()  # the Comparisons behind the verdict
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One interval of a claim: ``key`` names it (stable across looks),
+    ``units`` are the (policy label, sweep value) run sets it reads."""
+
+    key: str
+    units: tuple
+    value: float
+    ci_low: float
+    ci_high: float
+    verdict: str
+    n: int
+    text: str
 
 
 def bootstrap_mean_interval(values, confidence=0.95, resamples=4000, seed=0) -> tuple[float, float]:
@@ -122,7 +150,7 @@ def mean_interval(values, confidence=0.95) -> tuple[float, float]:
     return float(low[0]), float(high[0])
 
 
-def _select(runs: pd.DataFrame, spec: ClaimSpec, policy: str | None = None) -> pd.DataFrame:
+def _select(runs: pd.DataFrame, spec, policy: str | None = None) -> pd.DataFrame:
     rows = runs
     if policy is not None:
         rows = rows[rows["policy"] == policy]
@@ -321,18 +349,7 @@ def _stall_rate(runs, spec, confidence=0.95, margin=0.0, fail_confidence=None):
             f"is below {spec.threshold:g}", False)
 
 
-COMPARISONS = {"grows": _grows, "converges": _converges, "typical_below": _typical_below, "ordered": _ordered,
-               "best": _best, "drops": _drops, "stall_rate": _stall_rate}
-
-
-def claim_comparisons(runs, spec, confidence=0.95, margin=0.0, fail_confidence=None):
-    """(comparisons, statistic text, upward) of a claim on a run table:
-    holds and ties judged at ``confidence``, "does not hold" at
-    ``fail_confidence`` (default: Bonferroni over the claim's comparisons)."""
-    return COMPARISONS[spec.kind](runs, spec, confidence, margin, fail_confidence)
-
-
-def summarise(spec: ClaimSpec, comparisons, statistic: str, upward: bool) -> ClaimResult:
+def summarise(spec, comparisons, statistic: str, upward: bool) -> ClaimResult:
     """The claim's row from its comparisons: the decisive one's value and
     interval (for ``best``: the comparison whose interval comes nearest to 0
     on the claim's side, or the failing one), the combined verdict, the
@@ -343,22 +360,6 @@ def summarise(spec: ClaimSpec, comparisons, statistic: str, upward: bool) -> Cla
     return ClaimResult(statistic, worst.value, worst.ci_low, worst.ci_high,
                        combine(c.verdict for c in comparisons), min(c.n for c in comparisons),
                        "; ".join(c.text for c in comparisons), tuple(comparisons))
-
-
-def check_claim(runs, spec, confidence=0.95, margin=0.0, fail_confidence=None) -> ClaimResult:
-    return summarise(spec, *claim_comparisons(runs, spec, confidence, margin, fail_confidence))
-
-
-def _checker(kind):
-    def check(runs, spec, confidence=0.95, margin=0.0):
-        return check_claim(runs, spec, confidence, margin)
-    check.__name__ = f"check_{kind}"
-    return check
-
-
-check_grows, check_converges, check_ordered, check_best, check_drops, check_stall_rate = (
-    _checker(kind) for kind in ("grows", "converges", "ordered", "best", "drops", "stall_rate"))
-CHECKS = {kind: _checker(kind) for kind in KINDS}
 
 
 _drop_from_peak = drop_from_peak  # the name the calibration used

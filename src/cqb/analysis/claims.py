@@ -20,10 +20,11 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from .claim_statistics import (COMPARISONS, bootstrap_mean_interval, check_best, check_claim,  # noqa: F401
-                               check_converges, check_drops, check_grows, check_ordered, check_stall_rate,
-                               claim_comparisons, drop_from_peak, mean_interval, skew_corrected_bounds, summarise)
-from .claims_registry import (CLAIM_COLUMNS, KINDS, METRICS, READING_FIELDS, TESTABLE, ClaimResult,  # noqa: F401
+from .claim_kinds import (COMPARISONS, KINDS, check_best, check_claim, check_converges, check_drops,  # noqa: F401
+                          check_grows, check_ordered, check_stall_rate, claim_comparisons, claim_kind)
+from .claim_statistics import (bootstrap_mean_interval, drop_from_peak,  # noqa: F401
+                               mean_interval, skew_corrected_bounds, summarise)
+from .claims_registry import (CLAIM_COLUMNS, METRICS, READING_FIELDS, TESTABLE, ClaimResult,  # noqa: F401
                               ClaimSpec, Comparison, Reading)
 from .summaries import binomial_interval  # noqa: F401
 from .verdict_rules import (DECIDED, FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, TIE, VERDICTS,  # noqa: F401
@@ -310,7 +311,7 @@ def per_policy_rows(spec: ClaimSpec, runs: pd.DataFrame, margin: float, powered_
         headline, source, n_seeds = figures, "figures", figures.n_seeds
         powered = _state_comparisons(powered_state, policy)
         if powered:
-            headline = summarise(own, powered, powered_state["statistic"], own.kind not in ("converges", "stall_rate"))
+            headline = summarise(own, powered, powered_state["statistic"], claim_kind(own.kind).upward)
             source, n_seeds = "powered", powered_state["n"]
             row["powered_verdict"] = headline.verdict
         confirmatory = (confirmatory_states or {}).get(f"{spec.name}__{policy}")
@@ -318,7 +319,7 @@ def per_policy_rows(spec: ClaimSpec, runs: pd.DataFrame, margin: float, powered_
             again = _state_comparisons(confirmatory, policy)
             keys = {c.key for c in again}
             merged = again + [c for c in powered if c.key not in keys]
-            headline = summarise(own, merged, confirmatory["statistic"], own.kind not in ("converges", "stall_rate"))
+            headline = summarise(own, merged, confirmatory["statistic"], claim_kind(own.kind).upward)
             source, n_seeds = "confirmatory", confirmatory["n"]
             row["confirmatory_verdict"] = combine(c.verdict for c in again)
         row.update({"verdict": headline.verdict, "source": source, "value": headline.value,

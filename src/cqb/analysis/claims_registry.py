@@ -1,6 +1,8 @@
 """The claims registry's types: a claim (:class:`ClaimSpec`) with its named
-alternative readings (:class:`Reading`), what a check returns
-(:class:`ClaimResult`) and one interval of a claim (:class:`Comparison`).
+alternative readings (:class:`Reading`); its kind is a row of
+:mod:`cqb.analysis.claim_kinds`, and what a check returns
+(:class:`ClaimResult`, one interval :class:`Comparison`) is in
+:mod:`cqb.analysis.claim_statistics`.
 
 The registry itself is the ``claims:`` section of ``config/config.yaml``
 (docs/verdicts.md, "The claims registry"), read into ClaimSpecs by
@@ -9,9 +11,11 @@ The registry itself is the ``claims:`` section of ``config/config.yaml``
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-KINDS = ("grows", "converges", "typical_below", "ordered", "best", "drops", "stall_rate")
+from .claim_kinds import KINDS
+from .claim_statistics import ClaimResult, Comparison  # noqa: F401  (what a check returns)
+
 METRICS = ("final_regret", "tail_regret", "mean_regret", "early_regret", "peak_round", "peak_queue",
            "late_slope", "full_slope", "time_to_optimal", "explore_rounds")
 TESTABLE = ("always", "exploration_half")
@@ -86,31 +90,3 @@ class ClaimSpec:
             raise ValueError(f"claim {self.name!r}: {policy!r} is not one of its policies {self.policies}")
         return replace(self, policies=(policy,), readings=(), per_policy=False, per_policy_by_construction=(),
                        by_construction=dict(self.per_policy_by_construction).get(policy, ""))
-
-
-@dataclass(frozen=True)
-class ClaimResult:
-    statistic: str
-    value: float
-    ci_low: float
-    ci_high: float
-    verdict: str
-    n_seeds: int
-    detail: str = ""
-    comparisons: tuple = ()  # the Comparisons behind the verdict
-    extra: dict = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """One interval of a claim: ``key`` names it (stable across looks),
-    ``units`` are the (policy label, sweep value) run sets it reads."""
-
-    key: str
-    units: tuple
-    value: float
-    ci_low: float
-    ci_high: float
-    verdict: str
-    n: int
-    text: str

@@ -32,7 +32,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from .claim_statistics import claim_comparisons, summarise
+from .claim_kinds import claim_comparisons, claim_kind
+from .claim_statistics import summarise
 from .claims import reading_rows
 from .claims_registry import ClaimSpec, Comparison
 from .verdict_rules import INCONCLUSIVE, is_decided, look_level
@@ -76,7 +77,8 @@ def claim_units(spec: ClaimSpec, curves) -> tuple[tuple[str, str], ...]:
     for curve in curves:
         if spec.sweep_values and curve.sweep_text not in spec.sweep_values:
             continue
-        wanted = curve.policy != "oracle" if spec.kind == "best" else curve.label in spec.policies
+        against_others = claim_kind(spec.kind).against_other_policies
+        wanted = curve.policy != "oracle" if against_others else curve.label in spec.policies
         if wanted:
             units.append((curve.label, curve.sweep_text))
     return tuple(dict.fromkeys(units))

@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
+from .claim_kinds import MEAN, claim_kind
 from .power import Effect, comparison_power, mean_power, smallest_size, spread_from_interval
 from .summaries import binomial_bounds
 from .verdict_rules import (BEYOND_MARGIN, FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, TIE, correct_verdicts,
@@ -37,7 +38,6 @@ REPLICATION_COLUMNS = ("claim", "policy", "original_verdict", "original_n", "rep
                        "replication_n", "result")
 REPLICATED, NOT_REPLICATED, CONTRADICTED = "replicated", "not replicated", "contradicted"
 DIRECTIONAL = (HOLDS, FAILS)
-SHARE_KINDS = ("ordered", "typical_below", "stall_rate")
 # the verdict words of a comparison's text, longest first ("does not hold" holds "hold")
 _VERDICT_WORDS = (NOT_TESTABLE, FAILS, TIE, INCONCLUSIVE, HOLDS)
 _MARKER = re.compile(r" \[(?:decided at n=\d+|undecided at the cap)\]")
@@ -87,14 +87,13 @@ def powered_comparisons(row: Mapping) -> list[Observed]:
 
 def kind_bound(entry: Mapping) -> tuple[float, bool]:
     """(threshold, upward) a claim's comparisons are judged against, by kind."""
-    kind = entry["kind"]
-    if kind in ("ordered", "typical_below"):
-        return 0.5, True
-    if kind in ("best", "grows"):
-        return 0.0, True
-    if kind in ("converges", "stall_rate"):
-        return float(entry["threshold"]), False
-    return float(entry.get("threshold", 0.0)), True
+    kind = claim_kind(entry["kind"])
+    return kind.threshold(float(entry.get("threshold", 0.0))), kind.upward
+
+
+def _is_share(kind: str) -> bool:
+    """A share or rate of seeds (moved or stalled of counted), not a mean."""
+    return claim_kind(kind).null != MEAN
 
 
 @dataclass(frozen=True)
@@ -147,7 +146,7 @@ def with_spread(observed: Observed, kind: str, other: Observed | None) -> Observ
     """A mean comparison with the larger of its spread and that of the same
     comparison in ``other`` (the multiverse's default cell): a skewed
     difference's rare large values make one sample's spread unstable."""
-    if kind in SHARE_KINDS or not math.isfinite(observed.ci_low):
+    if _is_share(kind) or not math.isfinite(observed.ci_low):
         return observed
     spreads = [spread(observed)] + ([spread(other)] if other is not None and math.isfinite(other.ci_low) else [])
     return replace(observed, sd=max(spreads))
@@ -210,8 +209,9 @@ def _power_at(target: Target, observed: Observed, effect: float, alpha: float, m
     """The power of a correct verdict of one comparison at a true ``effect``
     at every N = 0 … ``cap`` (N = 0, 1: none)."""
     seeds = np.arange(2, cap + 1)
-    if target.kind in SHARE_KINDS:
-        counted = observed.counted if target.kind == "ordered" else observed.n
+    if _is_share(target.kind):
+        # a sweep pair's ties carry no sign: its share is of the counted pairs
+        counted = observed.counted if claim_kind(target.kind).sweep_pairs else observed.n
         base = Effect(observed.key, observed.moved, max(counted, 1), observed.n)
         curve = comparison_power(base, seeds, alpha, target.margin, m, share=effect,
                                  threshold=target.threshold, upward=target.upward)

@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..errors import ConfigError
-from .claim_statistics import check_best
+from .claim_kinds import BEST, check_best
 from .claims_registry import ClaimSpec
 from .verdict_rules import FAILS, HOLDS, INCONCLUSIVE
 
@@ -60,13 +60,13 @@ def grid_claims(plan, specs: Sequence[ClaimSpec]) -> list[ClaimSpec]:
     Cells whose experiment already has a ``best`` claim keep it."""
     from dataclasses import replace
 
-    claimed = {s.experiment for s in specs if s.kind == "best"}
+    claimed = {s.experiment for s in specs if s.kind == BEST}
     generated = []
     for grid_cell in plan.grid:
         experiment = grid_cell.experiment
         if grid_cell.column == "default" or experiment in claimed:
             continue
-        figure4 = [s for s in specs if s.experiment == grid_cell.dataset and s.kind == "best"]
+        figure4 = [s for s in specs if s.experiment == grid_cell.dataset and s.kind == BEST]
         if not figure4:
             raise ConfigError(f"invalid config value data.sensitivity.columns ({grid_cell.column}): "
                               f"the Figure 4 experiment {grid_cell.dataset} has no `best` claim in `claims` "
@@ -89,7 +89,7 @@ def grid_cells(grid: Sequence, plan, specs: Sequence[ClaimSpec]) -> list[Cell]:
     cells = []
     for grid_cell in grid:
         experiment = grid_cell.experiment
-        claimed = [s for s in specs if s.experiment == experiment and s.kind == "best"]
+        claimed = [s for s in specs if s.experiment == experiment and s.kind == BEST]
         if not claimed:
             raise ConfigError(f"invalid config value data.sensitivity.columns ({grid_cell.column}): "
                               f"experiment {experiment} has no `best` claim in `claims`")

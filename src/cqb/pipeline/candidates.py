@@ -226,11 +226,11 @@ def paired_comparison(rows, candidate: str, other: str, metric: str, name: str, 
     """Paired by seed, mean of (other − candidate) of ``metric`` with its
     bootstrap interval and verdict (holds: the candidate is lower): the
     ``best`` check of cqb.analysis.claims on the two policies alone."""
-    from ..analysis.claim_statistics import check_best
+    from ..analysis.claim_kinds import BEST, check_best
     from ..analysis.claims_registry import ClaimSpec
 
     pair = rows[rows["policy"].isin([candidate, other])]
-    spec = ClaimSpec(name=name, statement="", kind="best", experiment=experiment, policies=(candidate,),
+    spec = ClaimSpec(name=name, statement="", kind=BEST, experiment=experiment, policies=(candidate,),
                      metric=metric, sweep_values=(value,) if value != "" else ())
     return check_best(pair, spec)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ..analysis.claim_kinds import KINDS, claim_kind
 from ..analysis.claim_lines import (claim_sentence, comparison_words, comparisons_in, headline, headline_counts,
                                     interval_text, level_text, policy_split_text, replication_text, size_text,
                                     verdict_interval)
@@ -144,8 +145,9 @@ def _policy_line(policy, figure, own, names, powered_of, confirmatory_of, replic
     comparisons = comparisons_in(design_row.get("detail", "")) if design_row is not None else 1
     text, low, high = _reading(policy["verdict"], policy["value"], policy["ci_low"], policy["ci_high"], level,
                                policy.get("detail", ""), comparisons)
+    sweep_pairs = bool(own) and own.get("kind") in KINDS and claim_kind(own["kind"]).sweep_pairs
     words = comparison_words(policy.get("detail", ""), (own or {}).get("sweep_symbol", ""), (own or {}).get("word", ""),
-                             name) if own and own.get("kind") == "ordered" else ""
+                             name) if sweep_pairs else ""
     construction = " (by construction)" if _text(policy["by_construction"]) else ""
     figures = (f"**{policy['figures_verdict']}** "
                f"{format_interval(policy['figures_value'], policy['figures_ci_low'], policy['figures_ci_high'])} "
