@@ -12,6 +12,14 @@ if cython.compiled:
 else:
     from math import sqrt, tanh
 
+    def at(array):
+        """Uncompiled: an array stands for the pointer to its start (the
+        compiled at(), inline in _algebra.pxd, takes its address), so the
+        helpers that take pointers read p[offset + j] either way."""
+        return array
+
+    index_at = at
+
 
 @cython.cfunc
 @cython.exceptval(check=False)
@@ -35,7 +43,7 @@ def logistic_values(z):
 
 @cython.cfunc
 @cython.exceptval(check=False)
-def dot(a: cython.double[::1], ao: cython.Py_ssize_t, b: cython.double[::1], bo: cython.Py_ssize_t,
+def dot(a: cython.p_double, ao: cython.Py_ssize_t, b: cython.p_double, bo: cython.Py_ssize_t,
         n: cython.Py_ssize_t) -> cython.double:
     """Σ a[ao + j] b[bo + j] with four partial sums in flight."""
     s0: cython.double = 0.0
@@ -57,8 +65,8 @@ def dot(a: cython.double[::1], ao: cython.Py_ssize_t, b: cython.double[::1], bo:
 
 @cython.cfunc
 @cython.exceptval(check=False)
-def nonzeros(x: cython.double[::1], xo: cython.Py_ssize_t, d: cython.Py_ssize_t,
-             index: cython.Py_ssize_t[::1]) -> cython.Py_ssize_t:
+def nonzeros(x: cython.p_double, xo: cython.Py_ssize_t, d: cython.Py_ssize_t,
+             index: cython.pointer(cython.Py_ssize_t)) -> cython.Py_ssize_t:
     """The positions of x's non-zero entries, into index; their count."""
     m: cython.Py_ssize_t = 0
     a: cython.Py_ssize_t
@@ -71,8 +79,8 @@ def nonzeros(x: cython.double[::1], xo: cython.Py_ssize_t, d: cython.Py_ssize_t,
 
 @cython.cfunc
 @cython.exceptval(check=False)
-def row_support(x: cython.double[::1], xo: cython.Py_ssize_t, d: cython.Py_ssize_t,
-                index: cython.Py_ssize_t[::1]) -> cython.Py_ssize_t:
+def row_support(x: cython.p_double, xo: cython.Py_ssize_t, d: cython.Py_ssize_t,
+                index: cython.pointer(cython.Py_ssize_t)) -> cython.Py_ssize_t:
     """The one rule for dense or sparse rows: the entries of x[xo:xo + d] a sum
     over the row takes, into index, and their count m: every entry (m = d,
     dense) if more than half are non-zero, where the plain sums beat the
@@ -88,16 +96,16 @@ def row_support(x: cython.double[::1], xo: cython.Py_ssize_t, d: cython.Py_ssize
 
 @cython.cfunc
 @cython.exceptval(check=False)
-def row_dot(a: cython.double[::1], ao: cython.Py_ssize_t, x: cython.double[::1], xo: cython.Py_ssize_t,
-            d: cython.Py_ssize_t, index: cython.Py_ssize_t[::1], m: cython.Py_ssize_t) -> cython.double:
+def row_dot(a: cython.p_double, ao: cython.Py_ssize_t, x: cython.p_double, xo: cython.Py_ssize_t,
+            d: cython.Py_ssize_t, index: cython.pointer(cython.Py_ssize_t), m: cython.Py_ssize_t) -> cython.double:
     """aᵀx over the row x's entries in index[:m] (m = d: dense, by :func:`dot`)."""
     return dot(a, ao, x, xo, d) if m == d else sparse_dot(a, ao, x, xo, index, m)
 
 
 @cython.cfunc
 @cython.exceptval(check=False)
-def sparse_dot(a: cython.double[::1], ao: cython.Py_ssize_t, b: cython.double[::1], bo: cython.Py_ssize_t,
-               index: cython.Py_ssize_t[::1], m: cython.Py_ssize_t) -> cython.double:
+def sparse_dot(a: cython.p_double, ao: cython.Py_ssize_t, b: cython.p_double, bo: cython.Py_ssize_t,
+               index: cython.pointer(cython.Py_ssize_t), m: cython.Py_ssize_t) -> cython.double:
     """Σ a[ao + i] b[bo + i] over i in index[:m], in that order, one sum."""
     p: cython.Py_ssize_t
     s: cython.double = 0.0
@@ -108,8 +116,8 @@ def sparse_dot(a: cython.double[::1], ao: cython.Py_ssize_t, b: cython.double[::
 
 @cython.cfunc
 @cython.exceptval(check=False)
-def sym_matvec(mat: cython.double[::1], mo: cython.Py_ssize_t, x: cython.double[::1], xo: cython.Py_ssize_t,
-               out: cython.double[::1], d: cython.Py_ssize_t, index: cython.Py_ssize_t[::1],
+def sym_matvec(mat: cython.p_double, mo: cython.Py_ssize_t, x: cython.p_double, xo: cython.Py_ssize_t,
+               out: cython.p_double, d: cython.Py_ssize_t, index: cython.pointer(cython.Py_ssize_t),
                m: cython.Py_ssize_t) -> cython.void:
     """out = M x for a d×d M at mat[mo:], x's non-zeros in index[:m] (m = d: dense)."""
     a: cython.Py_ssize_t
@@ -121,8 +129,8 @@ def sym_matvec(mat: cython.double[::1], mo: cython.Py_ssize_t, x: cython.double[
 
 @cython.cfunc
 @cython.exceptval(check=False)
-def quad_form(mat: cython.double[::1], mo: cython.Py_ssize_t, x: cython.double[::1], xo: cython.Py_ssize_t,
-              d: cython.Py_ssize_t, index: cython.Py_ssize_t[::1], m: cython.Py_ssize_t) -> cython.double:
+def quad_form(mat: cython.p_double, mo: cython.Py_ssize_t, x: cython.p_double, xo: cython.Py_ssize_t,
+              d: cython.Py_ssize_t, index: cython.pointer(cython.Py_ssize_t), m: cython.Py_ssize_t) -> cython.double:
     """xᵀ M x over x's non-zeros in index[:m] (m = d: dense)."""
     total: cython.double = 0.0
     inner: cython.double
@@ -165,13 +173,13 @@ def newton_pass(x: cython.double[::1], xo: cython.Py_ssize_t, y: cython.double[:
             grad[a] = reg * theta[to + a]
     for i in range(n):
         row = xo + i * d
-        m = row_support(x, row, d, index)
-        mu = logistic(row_dot(theta, to, x, row, d, index, m))
+        m = row_support(at(x), row, d, index_at(index))
+        mu = logistic(row_dot(at(theta), to, at(x), row, d, index_at(index), m))
         if with_grad:
             r = mu - y[yo + i]
             for p in range(m):
                 grad[index[p]] += r * x[row + index[p]]
-        add_gram_row(h, d, x, row, index, m, logistic_slope(mu))
+        add_gram_row(at(h), d, at(x), row, index_at(index), m, logistic_slope(mu))
     for a in range(d):
         h[a * d + a] += reg
     mirror_upper(h, d)
@@ -186,8 +194,8 @@ def logistic_slope(mu: cython.double) -> cython.double:
 
 @cython.cfunc
 @cython.exceptval(check=False)
-def add_gram_row(mat: cython.double[::1], d: cython.Py_ssize_t, x: cython.double[::1], row: cython.Py_ssize_t,
-                 index: cython.Py_ssize_t[::1], m: cython.Py_ssize_t, weight: cython.double) -> cython.void:
+def add_gram_row(mat: cython.p_double, d: cython.Py_ssize_t, x: cython.p_double, row: cython.Py_ssize_t,
+                 index: cython.pointer(cython.Py_ssize_t), m: cython.Py_ssize_t, weight: cython.double) -> cython.void:
     """The upper triangle of the d×d mat += weight · x xᵀ, over the row x's
     entries in index[:m]: a term of the logistic Hessian Σ μ̇_i x_i x_iᵀ
     (weight μ̇_i), and of the projection's second-order term."""
@@ -215,7 +223,7 @@ def mirror_upper(mat: cython.double[::1], d: cython.Py_ssize_t) -> cython.void:
 
 @cython.cfunc
 @cython.exceptval(check=False)
-def subtract_outer(mat: cython.double[::1], mo: cython.Py_ssize_t, u: cython.double[::1],
+def subtract_outer(mat: cython.p_double, mo: cython.Py_ssize_t, u: cython.p_double,
                    d: cython.Py_ssize_t) -> cython.void:
     """M −= u uᵀ for the d×d M at mat[mo:]: both triangles from the same
     products, so a symmetric M stays exactly symmetric."""
@@ -238,7 +246,7 @@ def cholesky(a: cython.double[::1], l: cython.double[::1], d: cython.Py_ssize_t)
     s: cython.double
     for i in range(d):
         for j in range(i + 1):
-            s = a[i * d + j] - dot(l, i * d, l, j * d, j)
+            s = a[i * d + j] - dot(at(l), i * d, at(l), j * d, j)
             if i == j:
                 if not s > 0.0:
                     return False
@@ -258,7 +266,7 @@ def cholesky_solve(l: cython.double[::1], b: cython.double[::1], d: cython.Py_ss
     m: cython.Py_ssize_t
     s: cython.double
     for i in range(d):
-        b[i] = (b[i] - dot(l, i * d, b, 0, i)) / l[i * d + i]
+        b[i] = (b[i] - dot(at(l), i * d, at(b), 0, i)) / l[i * d + i]
     for i in range(d - 1, -1, -1):
         s = b[i]
         for m in range(i + 1, d):
@@ -291,7 +299,7 @@ def spd_inverse(a: cython.double[::1], out: cython.double[::1], oo: cython.Py_ss
     for i in range(d):
         for j in range(i, d):
             # column i of L⁻¹ is zero above i: start at the later of the two columns
-            s = dot(y, i * d + j, y, j * d + j, d - j)
+            s = dot(at(y), i * d + j, at(y), j * d + j, d - j)
             out[oo + i * d + j] = s
             out[oo + j * d + i] = s
     return True

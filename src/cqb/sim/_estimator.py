@@ -6,16 +6,16 @@ import cython
 import numpy as np
 
 if cython.compiled:
-    from cython.cimports.cqb.sim._algebra import (cholesky, cholesky_solve, dot, logistic, logistic_slope,
-                                                  newton_pass, row_dot, row_support, spd_inverse, subtract_outer,
-                                                  sym_matvec)
+    from cython.cimports.cqb.sim._algebra import (at, cholesky, cholesky_solve, dot, index_at, logistic,
+                                                  logistic_slope, newton_pass, row_dot, row_support, spd_inverse,
+                                                  subtract_outer, sym_matvec)
     from cython.cimports.cqb.sim._projection import Projection, filippi_solve
     from cython.cimports.libc.math import ceil, fabs, log, log1p, sqrt
 else:
     from math import ceil, fabs, log, log1p, sqrt
 
-    from ._algebra import (cholesky, cholesky_solve, dot, logistic, logistic_slope, newton_pass, row_dot,
-                           row_support, spd_inverse, subtract_outer, sym_matvec)
+    from ._algebra import (at, cholesky, cholesky_solve, dot, index_at, logistic, logistic_slope, newton_pass,
+                           row_dot, row_support, spd_inverse, subtract_outer, sym_matvec)
     from ._projection import Projection, filippi_solve
 from ._projection import PROJECTION_MAX_ITER  # a Python constant, in both modes
 
@@ -128,12 +128,12 @@ class Estimator:
             self._next[k] = n + 1 if n < self.refit_min_samples else n + max(growth, 1)
         else:
             # one Newton step on (quadratic model of the old data) + the new sample
-            prob: cython.double = logistic(dot(xs, xo, self._mle, k * d, d))
+            prob: cython.double = logistic(dot(at(xs), xo, at(self._mle), k * d, d))
             self.rank_one(k, xs, xo, logistic_slope(prob))
             for a in range(d):
                 self._mle[k * d + a] -= (prob - outcome) * self._hx[a]
         bound: cython.double = self._bounds[k]
-        norm: cython.double = sqrt(dot(self._mle, k * d, self._mle, k * d, d))
+        norm: cython.double = sqrt(dot(at(self._mle), k * d, at(self._mle), k * d, d))
         if norm > bound:
             self.project(k, norm, bound)
         else:  # θ̂ is the minimiser of either projection's objective
@@ -189,21 +189,22 @@ class Estimator:
         ho: cython.Py_ssize_t = vo + d * d
         a: cython.Py_ssize_t
         b: cython.Py_ssize_t
-        m: cython.Py_ssize_t = row_support(xs, xo, d, self._index)
-        sym_matvec(self._inv, vo, xs, xo, self._u, d, self._index, m)
-        scale: cython.double = 1.0 / sqrt(1.0 + row_dot(self._u, 0, xs, xo, d, self._index, m))
+        m: cython.Py_ssize_t = row_support(at(xs), xo, d, index_at(self._index))
+        sym_matvec(at(self._inv), vo, at(xs), xo, at(self._u), d, index_at(self._index), m)
+        scale: cython.double = 1.0 / sqrt(1.0 + row_dot(at(self._u), 0, at(xs), xo, d, index_at(self._index), m))
         if weight > 0.0:
-            sym_matvec(self._inv, ho, xs, xo, self._uh, d, self._index, m)
-            scale_h: cython.double = 1.0 / sqrt(1.0 / weight + row_dot(self._uh, 0, xs, xo, d, self._index, m))
+            sym_matvec(at(self._inv), ho, at(xs), xo, at(self._uh), d, index_at(self._index), m)
+            scale_h: cython.double = 1.0 / sqrt(1.0 / weight
+                                                + row_dot(at(self._uh), 0, at(xs), xo, d, index_at(self._index), m))
             for a in range(d):
                 self._uh[a] *= scale_h
-            subtract_outer(self._inv, ho, self._uh, d)
+            subtract_outer(at(self._inv), ho, at(self._uh), d)
         for a in range(d):
             self._u[a] *= scale
             self._last_u[k * d + a] = self._u[a]
-        subtract_outer(self._inv, vo, self._u, d)
+        subtract_outer(at(self._inv), vo, at(self._u), d)
         self._versions[k] += 1
-        sym_matvec(self._inv, ho, xs, xo, self._hx, d, self._index, m)
+        sym_matvec(at(self._inv), ho, at(xs), xo, at(self._hx), d, index_at(self._index), m)
 
     @cython.cfunc
     def project(self, k: cython.Py_ssize_t, norm: cython.double, bound: cython.double) -> cython.void:
