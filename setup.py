@@ -1,5 +1,5 @@
 """The compiled parts: the simulation kernels (src/cqb/sim/_*.py with their
-.pxd files, listed in cqb.sim.core.KERNELS, compiled by Cython in pure-Python
+.pxd files, listed in cqb.sim.core.BUILT_MODULES, compiled by Cython in pure-Python
 mode) and the job client of the run server
 (src/cqb/jobs/client.c, an executable beside its source); everything else is
 in pyproject.toml."""
@@ -38,7 +38,7 @@ def core_extension():
         [Extension(f"cqb.sim.{name}", [f"src/cqb/sim/{name}.py"], include_dirs=[numpy.get_include()],
                    # No FMA contraction: the same sums on every x86-64/arm64 target.
                    extra_compile_args=["-O3", "-ffp-contract=off"])
-         for name in SIM_CORE.KERNELS],
+         for name in SIM_CORE.BUILT_MODULES],
         include_path=["src"],  # where `cython.cimports.cqb.sim.<kernel>` finds the .pxd files
         build_dir="build/cython",  # the generated C stays out of the source tree
         compiler_directives={"language_level": 3, "boundscheck": False, "wraparound": False,

@@ -22,9 +22,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 TESTS = ["tests/test_sim_core.py", "tests/test_sim_estimation.py", "tests/test_sim_policies.py",
          "tests/test_sim_projection.py", "tests/test_sim_optimistic.py", "tests/test_sim_simulate.py",
-         "tests/test_sim_parameters.py", "tests/test_sim_instances.py"]
+         "tests/test_sim_parameters.py", "tests/test_sim_instances.py", "tests/test_sim_blas.py"]
 KERNEL_SOURCES = tuple(f"src/cqb/sim/_{name}.py" for name in
-                       ("algebra", "projection", "estimator", "scorer", "choosers", "rounds", "sampler"))
+                       ("algebra", "projection", "estimator", "scorer", "choosers", "rounds", "sampler", "blas"))
 CORE = "the kernel that holds its text"  # a mutant's file, found by kernel_of
 
 # (what the slip is, the file, the exact source text, its replacement)
@@ -87,7 +87,7 @@ MUTANTS = [
     ("online step: sign of the residual", CORE, "(prob - outcome) * self._hx[a]", "(outcome - prob) * self._hx[a]"),
     ("Sherman–Morrison: H⁻¹ weight ignored", CORE, "sqrt(1.0 / weight + row_dot(self._uh",
      "sqrt(1.0 + row_dot(self._uh"),
-    ("Sherman–Morrison: V⁻¹ not updated", CORE, "subtract_outer(self._inv, vo, self._u, d)", "pass"),
+    ("Sherman–Morrison: V⁻¹ not updated", CORE, "algebra.subtract_outer(self._inv, vo, self._u, d)", "pass"),
     ("inverse: diagonal term of the product skipped", CORE, "s = dot(y, i * d + j, y, j * d + j, d - j)",
      "s = dot(y, i * d + j + 1, y, j * d + j + 1, d - j - 1)"),
     ("Hessian: diagonal ridge dropped", CORE, "h[a * d + a] += reg", "h[a * d + a] += 0.0"),
@@ -124,6 +124,13 @@ MUTANTS = [
      "code = 1 if best >= high else 0 if best <= low else 2", "code = 1 if best >= high else 0 if best < low else 2"),
     ("sampler: the kept rows' buffer not followed when it grows", CORE,
      "                    kept = kept_array.reshape(-1)\n", ""),
+    ("BLAS threshold one too high", CORE, "if d < BLAS_MIN_DIM or", "if d <= BLAS_MIN_DIM or"),
+    ("sparse M x: a non-zero's row taken at the wrong offset", CORE, "row = mo + index[p] * d", "row = mo + index[p]"),
+    ("BLAS: the Gram sum into the other triangle (dsyrk's uplo)", CORE, 'dsyrk(b"L"', 'dsyrk(b"U"'),
+    ("BLAS: the inverse read transposed from LAPACK's triangle", CORE, "s = y[i * d + j]", "s = y[j * d + i]"),
+    ("BLAS: the factor's upper part left as the matrix's", CORE, "l[i * d + j] = 0.0\n        return True",
+     "pass\n        return True"),
+    ("BLAS: M += u uᵀ", CORE, "minus: cython.double = -1.0", "minus: cython.double = 1.0"),
 ]
 
 

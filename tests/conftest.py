@@ -33,6 +33,7 @@ LONGEST_FILES_FIRST = (
     "test_workflow_fig7.py",
     "test_workflow_output.py",
     "test_workflow_candidates.py",
+    "test_analysis_replication.py",
     "test_workflow_data.py",
     "test_mnist_readers.py",
     "test_workflow_traces.py",

@@ -76,7 +76,10 @@ def test_publish_copies_the_files_and_splices_the_readme_and_the_docs(tmp_path):
     assert "1 holds" in summary
     # Figures 5 and 7: their docs pages, not the README
     (source / "fig5_summary.md").write_text("slopes\n")
-    (source / "claims_replication.tsv").write_text("claim\tpolicy\tresult\nrandom_linear\t\treplicated\n")
+    columns = ("claim", "policy", "original_verdict", "original_n", "replication_verdict", "replication_value",
+               "replication_ci_low", "replication_ci_high", "replication_level", "replication_n", "result")
+    row = ("random_linear", "", "holds", "20", "holds", "0.13", "0.1", "0.16", "0.95", "20", "replicated")
+    (source / "claims_replication.tsv").write_text("\t".join(columns) + "\n" + "\t".join(row) + "\n")
     (source / "fig7.md").write_text("grid\n\n| cell |\n| --- |\n| a |\n")
     publish(source, docs / "results", readme)
     assert generated_block((docs / "figures.md").read_text(), "rates").endswith("slopes")

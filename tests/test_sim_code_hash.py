@@ -76,7 +76,7 @@ def test_a_renamed_file_changes_the_hash(package_copy):
 
 def test_the_build_record_and_the_code_hash_cover_every_kernel(package_copy):
     """Every compiled module of cqb.sim, and every source written for Cython
-    (it imports cython), is a kernel of cqb.sim.core.KERNELS, which setup.py
+    (it imports cython), is in cqb.sim.core.BUILT_MODULES, which setup.py
     compiles and whose .py and .pxd the build record and the code hash cover:
     an edit of any of them is a stale build and another code hash."""
     import importlib.machinery
@@ -88,7 +88,7 @@ def test_the_build_record_and_the_code_hash_cover_every_kernel(package_copy):
              if path.name.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES))}
     for_cython = {path.stem for path in sim.glob("*.py") if "\nimport cython\n" in path.read_text()}
     declared = {path.stem for path in sim.glob("*.pxd")}
-    assert built == for_cython == set(core_module.KERNELS) >= declared
+    assert built == for_cython == set(core_module.BUILT_MODULES) >= declared
     covered = core_module.kernel_sources(sim)
     assert {path.name for path in covered} == {f"{name}.py" for name in for_cython} | {f"{name}.pxd" for name in declared}
     before, code_before = core_module.kernels_hash(sim), code_hash(sim)

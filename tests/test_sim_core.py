@@ -430,6 +430,7 @@ def test_a_stale_build_is_refused_and_the_current_one_accepted(monkeypatch, tmp_
         monkeypatch.undo()
 
 
+
 def test_an_uncompiled_core_is_refused_unless_asked_for(monkeypatch, plain_core):
     monkeypatch.setattr(core_module, "_CORE", None)
     monkeypatch.setattr(core_module, "import_kernels", lambda: list(plain_core.modules))

@@ -1,8 +1,10 @@
 """Small dense algebra of the simulation kernels, on flat C-contiguous double
 arrays read from an offset: μ, dot products (dense, or over a row's non-zero
 entries), M·x and xᵀMx, the regularised logistic log-loss's Newton pass,
-Cholesky, and the inverse of a symmetric positive definite matrix. Declared
-in _algebra.pxd, which the other kernels cimport."""
+Cholesky, and the inverse of a symmetric positive definite matrix; and
+:class:`DenseAlgebra`, the estimator's O(d²) and O(d³) steps, by these loops
+or (cqb.sim._blas, for large d) by BLAS/LAPACK. Declared in _algebra.pxd,
+which the other kernels cimport."""
 
 import cython
 import numpy as np
@@ -13,9 +15,7 @@ else:
     from math import sqrt, tanh
 
     def at(array):
-        """Uncompiled: an array stands for the pointer to its start (the
-        compiled at(), inline in _algebra.pxd, takes its address), so the
-        helpers that take pointers read p[offset + j] either way."""
+        """Uncompiled, an array stands for the pointer to its start (at() in _algebra.pxd)."""
         return array
 
     index_at = at
@@ -119,12 +119,25 @@ def sparse_dot(a: cython.p_double, ao: cython.Py_ssize_t, b: cython.p_double, bo
 def sym_matvec(mat: cython.p_double, mo: cython.Py_ssize_t, x: cython.p_double, xo: cython.Py_ssize_t,
                out: cython.p_double, d: cython.Py_ssize_t, index: cython.pointer(cython.Py_ssize_t),
                m: cython.Py_ssize_t) -> cython.void:
-    """out = M x for a d×d M at mat[mo:], x's non-zeros in index[:m] (m = d: dense)."""
+    """out = M x for a symmetric d×d M at mat[mo:], x's non-zeros in
+    index[:m] (m = d: dense). Sparse: M's rows at the non-zeros, scaled and
+    added (contiguous, where a row-by-row sum would gather), which adds the
+    same products in the same order, M being exactly symmetric."""
     a: cython.Py_ssize_t
+    p: cython.Py_ssize_t
     row: cython.Py_ssize_t
+    xj: cython.double
+    if m == d:
+        for a in range(d):
+            out[a] = dot(mat, mo + a * d, x, xo, d)
+        return
     for a in range(d):
-        row = mo + a * d
-        out[a] = row_dot(mat, row, x, xo, d, index, m)
+        out[a] = 0.0
+    for p in range(m):
+        row = mo + index[p] * d
+        xj = x[xo + index[p]]
+        for a in range(d):
+            out[a] += mat[row + a] * xj
 
 
 @cython.cfunc
@@ -149,16 +162,119 @@ def quad_form(mat: cython.p_double, mo: cython.Py_ssize_t, x: cython.p_double, x
     return total
 
 
+# From this dimension up, the estimator's refits and rank-one updates call
+# BLAS/LAPACK (cqb.sim._blas) instead of the loops. Side by side (two
+# estimators, BLAS and the loops, on the same 2500 updates, alternating, one
+# BLAS thread, under load), BLAS/loops: dense contexts 0.80 at d = 15-25,
+# 0.70 at 40; sparse ones (3-4 non-zeros) 0.97-1.03 at d = 15-25, 0.92 at 40.
+# Lower, the gain would not repay the ~0.2 s a process pays to load
+# scipy.linalg (a run at d = 20 takes ~30 ms): the instances at d = 5 and 20
+# keep the loops (and their bits), those at d = 49, 60 and 120 use BLAS.
+BLAS_MIN_DIM = 40
+
+
+@cython.cclass
+class DenseAlgebra:
+    """The estimator's O(d²) and O(d³) steps by the loops above: its refits'
+    Cholesky factor, solve and inverse, the dense Hessian's Gram sum, and the
+    rank-one update's M x and M −= u uᵀ. cqb.sim._blas overrides them with
+    BLAS/LAPACK calls (:func:`dense_algebra` picks by d)."""
+
+    def __init__(self):
+        self.batches_gram = False
+
+    def kernels(self, a, rows, x, u):
+        """For tests, each step on numpy arrays (a: d×d SPD, rows: n×d, x
+        and u: d): L, a⁻¹x, a⁻¹, the upper triangle of a + rowsᵀrows, a x and
+        a − u uᵀ, each a new array (None for L, a⁻¹x and a⁻¹ if a is not
+        positive definite)."""
+        d: cython.Py_ssize_t = a.shape[0]
+        flat = np.ascontiguousarray(a, dtype=np.float64).reshape(-1)
+        vector = np.ascontiguousarray(x, dtype=np.float64)
+        factor, work, inverse = np.zeros(d * d), np.zeros(d * d), np.zeros(d * d)
+        solved = vector.copy()
+        ok = self.factor(flat.copy(), factor, d)
+        if ok:
+            self.solve(factor, solved, d)
+        ok_inverse = self.inverse(flat.copy(), inverse, 0, np.zeros(d * d), work, d)
+        gram = flat.copy()
+        block = np.ascontiguousarray(rows, dtype=np.float64).reshape(-1)
+        if rows.shape[0]:
+            self.add_gram(block, rows.shape[0], d, gram)
+        product = np.zeros(d)
+        self.matvec(flat, 0, vector, 0, product, d, np.arange(d, dtype=np.intp), d)
+        downdated = flat.copy()
+        self.subtract_outer(downdated, 0, np.ascontiguousarray(u, dtype=np.float64), d)
+        shape = (d, d)
+        return (factor.reshape(shape) if ok else None, solved if ok else None,
+                inverse.reshape(shape) if ok_inverse else None, np.triu(gram.reshape(shape)), product,
+                downdated.reshape(shape))
+
+    @cython.cfunc
+    @cython.exceptval(check=False)
+    def factor(self, a: cython.double[::1], l: cython.double[::1], d: cython.Py_ssize_t) -> cython.bint:
+        return cholesky(a, l, d)
+
+    @cython.cfunc
+    @cython.exceptval(check=False)
+    def solve(self, l: cython.double[::1], b: cython.double[::1], d: cython.Py_ssize_t) -> cython.void:
+        cholesky_solve(l, b, d)
+
+    @cython.cfunc
+    @cython.exceptval(check=False)
+    def inverse(self, a: cython.double[::1], out: cython.double[::1], oo: cython.Py_ssize_t, l: cython.double[::1],
+                y: cython.double[::1], d: cython.Py_ssize_t) -> cython.bint:
+        return spd_inverse(a, out, oo, l, y, d)
+
+    @cython.cfunc
+    @cython.exceptval(check=False)
+    def add_gram(self, rows: cython.double[::1], n: cython.Py_ssize_t, d: cython.Py_ssize_t,
+                 h: cython.double[::1]) -> cython.void:
+        """h's upper triangle += Σ_i r_i r_iᵀ over the n rows r_i of rows (n × d)."""
+        i: cython.Py_ssize_t
+        every: cython.Py_ssize_t[::1] = np.arange(d, dtype=np.intp)  # the reference only: never on a hot path
+        for i in range(n):
+            add_gram_row(at(h), d, at(rows), i * d, index_at(every), d, 1.0)
+
+    @cython.cfunc
+    @cython.exceptval(check=False)
+    def matvec(self, mat: cython.double[::1], mo: cython.Py_ssize_t, x: cython.double[::1], xo: cython.Py_ssize_t,
+               out: cython.double[::1], d: cython.Py_ssize_t, index: cython.Py_ssize_t[::1],
+               m: cython.Py_ssize_t) -> cython.void:
+        sym_matvec(at(mat), mo, at(x), xo, at(out), d, index_at(index), m)
+
+    @cython.cfunc
+    @cython.exceptval(check=False)
+    def subtract_outer(self, mat: cython.double[::1], mo: cython.Py_ssize_t, u: cython.double[::1],
+                       d: cython.Py_ssize_t) -> cython.void:
+        subtract_outer(at(mat), mo, at(u), d)
+
+
+def dense_algebra(d: cython.Py_ssize_t) -> DenseAlgebra:
+    """The loops below BLAS_MIN_DIM (and when running uncompiled), else
+    cqb.sim._blas's BLAS/LAPACK calls: imported here, at the first estimator
+    that needs it, so that the processes of smaller instances never load
+    scipy.linalg (~0.2 s)."""
+    if d < BLAS_MIN_DIM or not cython.compiled:
+        return DenseAlgebra()
+    from .core import blas_module  # checked to be built from its source, like the kernels
+
+    return blas_module().BlasAlgebra()
+
+
 @cython.cfunc
 @cython.exceptval(check=False)
 def newton_pass(x: cython.double[::1], xo: cython.Py_ssize_t, y: cython.double[::1], yo: cython.Py_ssize_t,
                 n: cython.Py_ssize_t, d: cython.Py_ssize_t, theta: cython.double[::1], to: cython.Py_ssize_t,
                 reg: cython.double, grad: cython.double[::1], with_grad: cython.bint, h: cython.double[::1],
-                index: cython.Py_ssize_t[::1]) -> cython.void:
+                index: cython.Py_ssize_t[::1], algebra: DenseAlgebra, gram: cython.double[::1]) -> cython.void:
     """One pass over the n samples (rows x[xo:], outcomes y[yo:]) at θ = theta[to:]:
     the Hessian h = Σ μ̇_i x_i x_iᵀ + λ₀I of the regularised log-loss and, if
     ``with_grad``, its gradient Σ (μ_i − y_i) x_i + λ₀θ into grad; each row
-    over its non-zero entries only."""
+    over its non-zero entries only. Where ``algebra.batches_gram``, the dense
+    rows go scaled by √μ̇_i into gram and into h in one algebra.add_gram."""
+    g: cython.Py_ssize_t = 0
+    s: cython.double
     i: cython.Py_ssize_t
     a: cython.Py_ssize_t
     p: cython.Py_ssize_t
@@ -179,7 +295,15 @@ def newton_pass(x: cython.double[::1], xo: cython.Py_ssize_t, y: cython.double[:
             r = mu - y[yo + i]
             for p in range(m):
                 grad[index[p]] += r * x[row + index[p]]
-        add_gram_row(at(h), d, at(x), row, index_at(index), m, logistic_slope(mu))
+        if m == d and algebra.batches_gram:
+            s = sqrt(logistic_slope(mu))
+            for a in range(d):
+                gram[g * d + a] = s * x[row + a]
+            g += 1
+        else:
+            add_gram_row(at(h), d, at(x), row, index_at(index), m, logistic_slope(mu))
+    if g > 0:
+        algebra.add_gram(gram, g, d, h)
     for a in range(d):
         h[a * d + a] += reg
     mirror_upper(h, d)

@@ -1,5 +1,6 @@
 # The estimator (_estimator.py), for the scorer that cimports it.
 
+from cqb.sim._algebra cimport DenseAlgebra
 from cqb.sim._projection cimport Projection
 
 
@@ -54,6 +55,8 @@ cdef class Estimator:
     cdef double[::1] _w
     cdef Py_ssize_t[::1] _index
     cdef Projection _projection
+    cdef DenseAlgebra _algebra
+    cdef double[::1] _gram         # the refit's dense rows scaled by √μ̇ (BLAS only)
     cdef long long[::1] _versions  # rank-one updates of V_k⁻¹ so far
     cdef double[::1] _last_u       # (K, d): the last one's u, V_k⁻¹ −= u uᵀ
     cdef long long[::1] _projected # (K,): θ_k is the last update's projection

@@ -6,16 +6,17 @@ import cython
 import numpy as np
 
 if cython.compiled:
-    from cython.cimports.cqb.sim._algebra import (at, cholesky, cholesky_solve, dot, index_at, logistic,
-                                                  logistic_slope, newton_pass, row_dot, row_support, spd_inverse,
-                                                  subtract_outer, sym_matvec)
+    from cython.cimports.cqb.sim._algebra import (DenseAlgebra, at, dot, index_at, logistic, logistic_slope,
+                                                  newton_pass, row_dot, row_support)
     from cython.cimports.cqb.sim._projection import Projection, filippi_solve
     from cython.cimports.libc.math import ceil, fabs, log, log1p, sqrt
+
+    from ._algebra import dense_algebra  # a Python function: imported, not cimported
 else:
     from math import ceil, fabs, log, log1p, sqrt
 
-    from ._algebra import (at, cholesky, cholesky_solve, dot, index_at, logistic, logistic_slope, newton_pass,
-                           row_dot, row_support, spd_inverse, subtract_outer, sym_matvec)
+    from ._algebra import (DenseAlgebra, at, dense_algebra, dot, index_at, logistic, logistic_slope, newton_pass,
+                           row_dot, row_support)
     from ._projection import Projection, filippi_solve
 from ._projection import PROJECTION_MAX_ITER  # a Python constant, in both modes
 
@@ -35,7 +36,8 @@ class Estimator:
     refit_min_samples (the policy dataclass EstimatorParams, resolved).
     """
 
-    def __init__(self, n_servers: cython.Py_ssize_t, dim: cython.Py_ssize_t, capacity: cython.Py_ssize_t, params):
+    def __init__(self, n_servers: cython.Py_ssize_t, dim: cython.Py_ssize_t, capacity: cython.Py_ssize_t, params,
+                 algebra: DenseAlgebra = None):
         d: cython.Py_ssize_t = dim
         self.params = params
         self.n_servers, self.dim, self.capacity = n_servers, dim, capacity
@@ -78,6 +80,8 @@ class Estimator:
         self._w = np.zeros(max(capacity, 1))
         self._index = np.zeros(d, dtype=np.intp)
         self._projection = Projection(d, capacity)
+        self._algebra = dense_algebra(d) if algebra is None else algebra  # tests pass the loops at any d
+        self._gram = np.zeros(max(capacity, 1) * d if self._algebra.batches_gram else 1)
         self._versions = np.zeros(n_servers, dtype=np.int64)
         self._last_u = np.zeros(n_servers * d)
         self.refits = 0
@@ -162,10 +166,10 @@ class Estimator:
         longest: cython.double
         for it in range(self.newton_max_iter):
             newton_pass(self._x, xo, self._y, yo, n, d, self._mle, to, self.reg, self._grad, True, self._h,
-                        self._index)
-            if not cholesky(self._h, self._l, d):
+                        self._index, self._algebra, self._gram)
+            if not self._algebra.factor(self._h, self._l, d):
                 raise ArithmeticError(f"server {k}'s Hessian is not positive definite")
-            cholesky_solve(self._l, self._grad, d)  # the Newton step
+            self._algebra.solve(self._l, self._grad, d)  # the Newton step
             longest = 0.0
             for a in range(d):
                 self._mle[to + a] -= self._grad[a]
@@ -173,8 +177,8 @@ class Estimator:
             if longest < self.newton_tol:  # the next step would be quadratically shorter
                 break
         newton_pass(self._x, xo, self._y, yo, n, d, self._mle, to, self.reg, self._grad, False, self._h,
-                    self._index)
-        if not spd_inverse(self._h, self._inv, vo + d * d, self._l, self._y_inv, d):
+                    self._index, self._algebra, self._gram)
+        if not self._algebra.inverse(self._h, self._inv, vo + d * d, self._l, self._y_inv, d):
             raise ArithmeticError(f"server {k}'s Hessian is not positive definite")
         self.refits += 1
 
@@ -190,21 +194,22 @@ class Estimator:
         a: cython.Py_ssize_t
         b: cython.Py_ssize_t
         m: cython.Py_ssize_t = row_support(at(xs), xo, d, index_at(self._index))
-        sym_matvec(at(self._inv), vo, at(xs), xo, at(self._u), d, index_at(self._index), m)
+        algebra: DenseAlgebra = self._algebra
+        algebra.matvec(self._inv, vo, xs, xo, self._u, d, self._index, m)
         scale: cython.double = 1.0 / sqrt(1.0 + row_dot(at(self._u), 0, at(xs), xo, d, index_at(self._index), m))
         if weight > 0.0:
-            sym_matvec(at(self._inv), ho, at(xs), xo, at(self._uh), d, index_at(self._index), m)
+            algebra.matvec(self._inv, ho, xs, xo, self._uh, d, self._index, m)
             scale_h: cython.double = 1.0 / sqrt(1.0 / weight
                                                 + row_dot(at(self._uh), 0, at(xs), xo, d, index_at(self._index), m))
             for a in range(d):
                 self._uh[a] *= scale_h
-            subtract_outer(at(self._inv), ho, at(self._uh), d)
+            algebra.subtract_outer(self._inv, ho, self._uh, d)
         for a in range(d):
             self._u[a] *= scale
             self._last_u[k * d + a] = self._u[a]
-        subtract_outer(at(self._inv), vo, at(self._u), d)
+        algebra.subtract_outer(self._inv, vo, self._u, d)
         self._versions[k] += 1
-        sym_matvec(at(self._inv), ho, at(xs), xo, at(self._hx), d, index_at(self._index), m)
+        algebra.matvec(self._inv, ho, xs, xo, self._hx, d, self._index, m)
 
     @cython.cfunc
     def project(self, k: cython.Py_ssize_t, norm: cython.double, bound: cython.double) -> cython.void:

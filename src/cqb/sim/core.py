@@ -43,16 +43,21 @@ from pathlib import Path
 UNCOMPILED_VARIABLE = "CQB_UNCOMPILED"
 # In cimport order: a kernel cimports only from those before it.
 KERNELS = ("_algebra", "_projection", "_estimator", "_scorer", "_choosers", "_rounds", "_sampler")
+# Compiled and recorded with the kernels, but imported only at first use (blas_module): it loads
+# scipy.linalg (~0.2 s), which only large-d runs need.
+BLAS_KERNEL = "_blas"
+BUILT_MODULES = KERNELS + (BLAS_KERNEL,)
 SOURCE_FOLDER = Path(__file__).parent
 BUILD_RECORD = SOURCE_FOLDER / "_kernels.sha256"  # written by setup.py beside the compiled modules
 PLAIN_PACKAGE = "cqb_sim_kernels_uncompiled"
 
 _CORE = None
+_BLAS = None
 
 
 def kernel_sources(folder: Path) -> list[Path]:
-    """Every kernel's .py and, where it has one, its .pxd, in KERNELS order."""
-    return [path for name in KERNELS for path in (folder / f"{name}.py", folder / f"{name}.pxd") if path.exists()]
+    """Every compiled module's .py and, where it has one, its .pxd, in BUILT_MODULES order."""
+    return [path for name in BUILT_MODULES for path in (folder / f"{name}.py", folder / f"{name}.pxd") if path.exists()]
 
 
 def kernels_hash(folder: Path) -> str:
@@ -119,3 +124,24 @@ def core():
                                   f"{SOURCE_FOLDER}: rebuild them with `pip install -e .`")
         _CORE = namespace(modules, not uncompiled)
     return _CORE
+
+
+def blas_module():
+    """The module cqb.sim._blas (the estimator's BLAS/LAPACK algebra, compiled
+    only; its build checked by :func:`core`), imported at its first use.
+
+    Loading it pins every BLAS library of the process to one thread, for
+    good: the estimator's matrices are small (multithreaded BLAS ran 7-50×
+    slower under load at d = 10-120), and one thread makes its sums the same
+    bits whatever the number of cores or threads. A caller that wants
+    threaded BLAS afterwards sets it with threadpoolctl."""
+    global _BLAS
+    if _BLAS is None:
+        core()  # the build record covers this module too
+        from threadpoolctl import threadpool_limits
+
+        from . import _blas
+
+        threadpool_limits(limits=1, user_api="blas")  # scipy.linalg's BLAS, loaded just now, included
+        _BLAS = _blas
+    return _BLAS
