@@ -14,6 +14,12 @@ if cython.compiled:
 else:
     from math import sqrt, tanh
 
+    def at(array):
+        """Uncompiled, an array stands for the pointer to its start (at() in _algebra.pxd)."""
+        return array
+
+    index_at = at
+
 
 @cython.cfunc
 @cython.exceptval(check=False)
@@ -37,7 +43,7 @@ def logistic_values(z):
 
 @cython.cfunc
 @cython.exceptval(check=False)
-def dot(a: cython.double[::1], ao: cython.Py_ssize_t, b: cython.double[::1], bo: cython.Py_ssize_t,
+def dot(a: cython.p_double, ao: cython.Py_ssize_t, b: cython.p_double, bo: cython.Py_ssize_t,
         n: cython.Py_ssize_t) -> cython.double:
     """Σ a[ao + j] b[bo + j] with four partial sums in flight."""
     s0: cython.double = 0.0
@@ -59,8 +65,8 @@ def dot(a: cython.double[::1], ao: cython.Py_ssize_t, b: cython.double[::1], bo:
 
 @cython.cfunc
 @cython.exceptval(check=False)
-def nonzeros(x: cython.double[::1], xo: cython.Py_ssize_t, d: cython.Py_ssize_t,
-             index: cython.Py_ssize_t[::1]) -> cython.Py_ssize_t:
+def nonzeros(x: cython.p_double, xo: cython.Py_ssize_t, d: cython.Py_ssize_t,
+             index: cython.pointer(cython.Py_ssize_t)) -> cython.Py_ssize_t:
     """The positions of x's non-zero entries, into index; their count."""
     m: cython.Py_ssize_t = 0
     a: cython.Py_ssize_t
@@ -73,8 +79,8 @@ def nonzeros(x: cython.double[::1], xo: cython.Py_ssize_t, d: cython.Py_ssize_t,
 
 @cython.cfunc
 @cython.exceptval(check=False)
-def row_support(x: cython.double[::1], xo: cython.Py_ssize_t, d: cython.Py_ssize_t,
-                index: cython.Py_ssize_t[::1]) -> cython.Py_ssize_t:
+def row_support(x: cython.p_double, xo: cython.Py_ssize_t, d: cython.Py_ssize_t,
+                index: cython.pointer(cython.Py_ssize_t)) -> cython.Py_ssize_t:
     """The one rule for dense or sparse rows: the entries of x[xo:xo + d] a sum
     over the row takes, into index, and their count m: every entry (m = d,
     dense) if more than half are non-zero, where the plain sums beat the
@@ -90,16 +96,16 @@ def row_support(x: cython.double[::1], xo: cython.Py_ssize_t, d: cython.Py_ssize
 
 @cython.cfunc
 @cython.exceptval(check=False)
-def row_dot(a: cython.double[::1], ao: cython.Py_ssize_t, x: cython.double[::1], xo: cython.Py_ssize_t,
-            d: cython.Py_ssize_t, index: cython.Py_ssize_t[::1], m: cython.Py_ssize_t) -> cython.double:
+def row_dot(a: cython.p_double, ao: cython.Py_ssize_t, x: cython.p_double, xo: cython.Py_ssize_t,
+            d: cython.Py_ssize_t, index: cython.pointer(cython.Py_ssize_t), m: cython.Py_ssize_t) -> cython.double:
     """aᵀx over the row x's entries in index[:m] (m = d: dense, by :func:`dot`)."""
     return dot(a, ao, x, xo, d) if m == d else sparse_dot(a, ao, x, xo, index, m)
 
 
 @cython.cfunc
 @cython.exceptval(check=False)
-def sparse_dot(a: cython.double[::1], ao: cython.Py_ssize_t, b: cython.double[::1], bo: cython.Py_ssize_t,
-               index: cython.Py_ssize_t[::1], m: cython.Py_ssize_t) -> cython.double:
+def sparse_dot(a: cython.p_double, ao: cython.Py_ssize_t, b: cython.p_double, bo: cython.Py_ssize_t,
+               index: cython.pointer(cython.Py_ssize_t), m: cython.Py_ssize_t) -> cython.double:
     """Σ a[ao + i] b[bo + i] over i in index[:m], in that order, one sum."""
     p: cython.Py_ssize_t
     s: cython.double = 0.0
@@ -110,8 +116,8 @@ def sparse_dot(a: cython.double[::1], ao: cython.Py_ssize_t, b: cython.double[::
 
 @cython.cfunc
 @cython.exceptval(check=False)
-def sym_matvec(mat: cython.double[::1], mo: cython.Py_ssize_t, x: cython.double[::1], xo: cython.Py_ssize_t,
-               out: cython.double[::1], d: cython.Py_ssize_t, index: cython.Py_ssize_t[::1],
+def sym_matvec(mat: cython.p_double, mo: cython.Py_ssize_t, x: cython.p_double, xo: cython.Py_ssize_t,
+               out: cython.p_double, d: cython.Py_ssize_t, index: cython.pointer(cython.Py_ssize_t),
                m: cython.Py_ssize_t) -> cython.void:
     """out = M x for a symmetric d×d M at mat[mo:], x's non-zeros in
     index[:m] (m = d: dense). Sparse: M's rows at the non-zeros, scaled and
@@ -136,8 +142,8 @@ def sym_matvec(mat: cython.double[::1], mo: cython.Py_ssize_t, x: cython.double[
 
 @cython.cfunc
 @cython.exceptval(check=False)
-def quad_form(mat: cython.double[::1], mo: cython.Py_ssize_t, x: cython.double[::1], xo: cython.Py_ssize_t,
-              d: cython.Py_ssize_t, index: cython.Py_ssize_t[::1], m: cython.Py_ssize_t) -> cython.double:
+def quad_form(mat: cython.p_double, mo: cython.Py_ssize_t, x: cython.p_double, xo: cython.Py_ssize_t,
+              d: cython.Py_ssize_t, index: cython.pointer(cython.Py_ssize_t), m: cython.Py_ssize_t) -> cython.double:
     """xᵀ M x over x's non-zeros in index[:m] (m = d: dense)."""
     total: cython.double = 0.0
     inner: cython.double
@@ -228,20 +234,20 @@ class DenseAlgebra:
         i: cython.Py_ssize_t
         every: cython.Py_ssize_t[::1] = np.arange(d, dtype=np.intp)  # the reference only: never on a hot path
         for i in range(n):
-            add_gram_row(h, d, rows, i * d, every, d, 1.0)
+            add_gram_row(at(h), d, at(rows), i * d, index_at(every), d, 1.0)
 
     @cython.cfunc
     @cython.exceptval(check=False)
     def matvec(self, mat: cython.double[::1], mo: cython.Py_ssize_t, x: cython.double[::1], xo: cython.Py_ssize_t,
                out: cython.double[::1], d: cython.Py_ssize_t, index: cython.Py_ssize_t[::1],
                m: cython.Py_ssize_t) -> cython.void:
-        sym_matvec(mat, mo, x, xo, out, d, index, m)
+        sym_matvec(at(mat), mo, at(x), xo, at(out), d, index_at(index), m)
 
     @cython.cfunc
     @cython.exceptval(check=False)
     def subtract_outer(self, mat: cython.double[::1], mo: cython.Py_ssize_t, u: cython.double[::1],
                        d: cython.Py_ssize_t) -> cython.void:
-        subtract_outer(mat, mo, u, d)
+        subtract_outer(at(mat), mo, at(u), d)
 
 
 def dense_algebra(d: cython.Py_ssize_t) -> DenseAlgebra:
@@ -283,8 +289,8 @@ def newton_pass(x: cython.double[::1], xo: cython.Py_ssize_t, y: cython.double[:
             grad[a] = reg * theta[to + a]
     for i in range(n):
         row = xo + i * d
-        m = row_support(x, row, d, index)
-        mu = logistic(row_dot(theta, to, x, row, d, index, m))
+        m = row_support(at(x), row, d, index_at(index))
+        mu = logistic(row_dot(at(theta), to, at(x), row, d, index_at(index), m))
         if with_grad:
             r = mu - y[yo + i]
             for p in range(m):
@@ -295,7 +301,7 @@ def newton_pass(x: cython.double[::1], xo: cython.Py_ssize_t, y: cython.double[:
                 gram[g * d + a] = s * x[row + a]
             g += 1
         else:
-            add_gram_row(h, d, x, row, index, m, logistic_slope(mu))
+            add_gram_row(at(h), d, at(x), row, index_at(index), m, logistic_slope(mu))
     if g > 0:
         algebra.add_gram(gram, g, d, h)
     for a in range(d):
@@ -312,8 +318,8 @@ def logistic_slope(mu: cython.double) -> cython.double:
 
 @cython.cfunc
 @cython.exceptval(check=False)
-def add_gram_row(mat: cython.double[::1], d: cython.Py_ssize_t, x: cython.double[::1], row: cython.Py_ssize_t,
-                 index: cython.Py_ssize_t[::1], m: cython.Py_ssize_t, weight: cython.double) -> cython.void:
+def add_gram_row(mat: cython.p_double, d: cython.Py_ssize_t, x: cython.p_double, row: cython.Py_ssize_t,
+                 index: cython.pointer(cython.Py_ssize_t), m: cython.Py_ssize_t, weight: cython.double) -> cython.void:
     """The upper triangle of the d×d mat += weight · x xᵀ, over the row x's
     entries in index[:m]: a term of the logistic Hessian Σ μ̇_i x_i x_iᵀ
     (weight μ̇_i), and of the projection's second-order term."""
@@ -341,7 +347,7 @@ def mirror_upper(mat: cython.double[::1], d: cython.Py_ssize_t) -> cython.void:
 
 @cython.cfunc
 @cython.exceptval(check=False)
-def subtract_outer(mat: cython.double[::1], mo: cython.Py_ssize_t, u: cython.double[::1],
+def subtract_outer(mat: cython.p_double, mo: cython.Py_ssize_t, u: cython.p_double,
                    d: cython.Py_ssize_t) -> cython.void:
     """M −= u uᵀ for the d×d M at mat[mo:]: both triangles from the same
     products, so a symmetric M stays exactly symmetric."""
@@ -364,7 +370,7 @@ def cholesky(a: cython.double[::1], l: cython.double[::1], d: cython.Py_ssize_t)
     s: cython.double
     for i in range(d):
         for j in range(i + 1):
-            s = a[i * d + j] - dot(l, i * d, l, j * d, j)
+            s = a[i * d + j] - dot(at(l), i * d, at(l), j * d, j)
             if i == j:
                 if not s > 0.0:
                     return False
@@ -384,7 +390,7 @@ def cholesky_solve(l: cython.double[::1], b: cython.double[::1], d: cython.Py_ss
     m: cython.Py_ssize_t
     s: cython.double
     for i in range(d):
-        b[i] = (b[i] - dot(l, i * d, b, 0, i)) / l[i * d + i]
+        b[i] = (b[i] - dot(at(l), i * d, at(b), 0, i)) / l[i * d + i]
     for i in range(d - 1, -1, -1):
         s = b[i]
         for m in range(i + 1, d):
@@ -417,7 +423,7 @@ def spd_inverse(a: cython.double[::1], out: cython.double[::1], oo: cython.Py_ss
     for i in range(d):
         for j in range(i, d):
             # column i of L⁻¹ is zero above i: start at the later of the two columns
-            s = dot(y, i * d + j, y, j * d + j, d - j)
+            s = dot(at(y), i * d + j, at(y), j * d + j, d - j)
             out[oo + i * d + j] = s
             out[oo + j * d + i] = s
     return True

@@ -6,8 +6,8 @@ import cython
 import numpy as np
 
 if cython.compiled:
-    from cython.cimports.cqb.sim._algebra import (DenseAlgebra, dot, logistic, logistic_slope, newton_pass, row_dot,
-                                                  row_support)
+    from cython.cimports.cqb.sim._algebra import (DenseAlgebra, at, dot, index_at, logistic, logistic_slope,
+                                                  newton_pass, row_dot, row_support)
     from cython.cimports.cqb.sim._projection import Projection, filippi_solve
     from cython.cimports.libc.math import ceil, fabs, log, log1p, sqrt
 
@@ -15,7 +15,8 @@ if cython.compiled:
 else:
     from math import ceil, fabs, log, log1p, sqrt
 
-    from ._algebra import DenseAlgebra, dense_algebra, dot, logistic, logistic_slope, newton_pass, row_dot, row_support
+    from ._algebra import (DenseAlgebra, at, dense_algebra, dot, index_at, logistic, logistic_slope, newton_pass,
+                           row_dot, row_support)
     from ._projection import Projection, filippi_solve
 from ._projection import PROJECTION_MAX_ITER  # a Python constant, in both modes
 
@@ -131,12 +132,12 @@ class Estimator:
             self._next[k] = n + 1 if n < self.refit_min_samples else n + max(growth, 1)
         else:
             # one Newton step on (quadratic model of the old data) + the new sample
-            prob: cython.double = logistic(dot(xs, xo, self._mle, k * d, d))
+            prob: cython.double = logistic(dot(at(xs), xo, at(self._mle), k * d, d))
             self.rank_one(k, xs, xo, logistic_slope(prob))
             for a in range(d):
                 self._mle[k * d + a] -= (prob - outcome) * self._hx[a]
         bound: cython.double = self._bounds[k]
-        norm: cython.double = sqrt(dot(self._mle, k * d, self._mle, k * d, d))
+        norm: cython.double = sqrt(dot(at(self._mle), k * d, at(self._mle), k * d, d))
         if norm > bound:
             self.project(k, norm, bound)
         else:  # θ̂ is the minimiser of either projection's objective
@@ -192,13 +193,14 @@ class Estimator:
         ho: cython.Py_ssize_t = vo + d * d
         a: cython.Py_ssize_t
         b: cython.Py_ssize_t
-        m: cython.Py_ssize_t = row_support(xs, xo, d, self._index)
+        m: cython.Py_ssize_t = row_support(at(xs), xo, d, index_at(self._index))
         algebra: DenseAlgebra = self._algebra
         algebra.matvec(self._inv, vo, xs, xo, self._u, d, self._index, m)
-        scale: cython.double = 1.0 / sqrt(1.0 + row_dot(self._u, 0, xs, xo, d, self._index, m))
+        scale: cython.double = 1.0 / sqrt(1.0 + row_dot(at(self._u), 0, at(xs), xo, d, index_at(self._index), m))
         if weight > 0.0:
             algebra.matvec(self._inv, ho, xs, xo, self._uh, d, self._index, m)
-            scale_h: cython.double = 1.0 / sqrt(1.0 / weight + row_dot(self._uh, 0, xs, xo, d, self._index, m))
+            scale_h: cython.double = 1.0 / sqrt(1.0 / weight
+                                                + row_dot(at(self._uh), 0, at(xs), xo, d, index_at(self._index), m))
             for a in range(d):
                 self._uh[a] *= scale_h
             algebra.subtract_outer(self._inv, ho, self._uh, d)

@@ -6,15 +6,15 @@ import cython
 import numpy as np
 
 if cython.compiled:
-    from cython.cimports.cqb.sim._algebra import (add_gram_row, cholesky, cholesky_solve, dot, logistic,
-                                                  logistic_slope, mirror_upper, nonzeros, sparse_dot)
+    from cython.cimports.cqb.sim._algebra import (add_gram_row, at, cholesky, cholesky_solve, dot, index_at,
+                                                  logistic, logistic_slope, mirror_upper, nonzeros, sparse_dot)
     from cython.cimports.libc.math import INFINITY, fabs, sqrt
 else:
     from math import fabs, sqrt
     from math import inf as INFINITY
 
-    from ._algebra import (add_gram_row, cholesky, cholesky_solve, dot, logistic, logistic_slope, mirror_upper,
-                           nonzeros, sparse_dot)
+    from ._algebra import (add_gram_row, at, cholesky, cholesky_solve, dot, index_at, logistic, logistic_slope,
+                           mirror_upper, nonzeros, sparse_dot)
 
 # Filippi's projection stops at a certified minimiser: where θ̂ lies outside the
 # ball (the only case solved; inside, θ̂ is the answer, f(θ̂) = 0) every KKT point
@@ -79,8 +79,8 @@ def moments(x: cython.double[::1], xo: cython.Py_ssize_t, n: cython.Py_ssize_t, 
     mu: cython.double
     for i in range(n):
         row = xo + i * d
-        m = nonzeros(x, row, d, index)
-        mu = logistic(sparse_dot(x, row, theta, to, index, m))
+        m = nonzeros(at(x), row, d, index_at(index))
+        mu = logistic(sparse_dot(at(x), row, at(theta), to, index_at(index), m))
         prob[i] = mu
         for q in range(m):
             out[index[q]] += mu * x[row + index[q]]
@@ -101,8 +101,8 @@ def filippi_value(p: Projection, x: cython.double[::1], xo: cython.Py_ssize_t, n
         p.residual[a] = reg * theta[to + a] - p.target[a]
     moments(x, xo, n, d, theta, to, p.prob, p.residual, p.index)
     for a in range(d):
-        p.wres[a] = dot(design_inv, vo + a * d, p.residual, 0, d)
-    return dot(p.residual, 0, p.wres, 0, d)
+        p.wres[a] = dot(at(design_inv), vo + a * d, at(p.residual), 0, d)
+    return dot(at(p.residual), 0, at(p.wres), 0, d)
 
 
 @cython.cfunc
@@ -129,13 +129,13 @@ def jacobian_pass(p: Projection, x: cython.double[::1], xo: cython.Py_ssize_t, n
         sec[a] = 0.0
     for i in range(n):
         row = xo + i * d
-        m = nonzeros(x, row, d, index)
+        m = nonzeros(at(x), row, d, index_at(index))
         mu = p.prob[i]
         first = logistic_slope(mu)
-        along = sparse_dot(x, row, p.wres, 0, index, m)
+        along = sparse_dot(at(x), row, at(p.wres), 0, index_at(index), m)
         second = 2.0 * first * (1.0 - 2.0 * mu) * along
-        add_gram_row(jac, d, x, row, index, m, first)  # the logistic Hessian's term, as newton_pass's
-        add_gram_row(sec, d, x, row, index, m, second)
+        add_gram_row(at(jac), d, at(x), row, index_at(index), m, first)  # the logistic Hessian's term, as newton_pass's
+        add_gram_row(at(sec), d, at(x), row, index_at(index), m, second)
     for a in range(d):
         jac[a * d + a] += reg
     mirror_upper(jac, d)
@@ -168,18 +168,18 @@ def kkt_residual(p: Projection, x: cython.double[::1], xo: cython.Py_ssize_t, n:
         p.grad[a] = reg * p.wres[a]
     for i in range(n):
         row = xo + i * d
-        m = nonzeros(x, row, d, p.index)
+        m = nonzeros(at(x), row, d, index_at(p.index))
         mu = p.prob[i]
-        along = mu * (1.0 - mu) * sparse_dot(x, row, p.wres, 0, p.index, m)
+        along = mu * (1.0 - mu) * sparse_dot(at(x), row, at(p.wres), 0, index_at(p.index), m)
         for q in range(m):
             p.grad[p.index[q]] += along * x[row + p.index[q]]
     for a in range(d):
         p.grad[a] *= 2.0
-    squared = dot(p.grad, 0, p.grad, 0, d)
+    squared = dot(at(p.grad), 0, at(p.grad), 0, d)
     if squared == 0.0:
         return 0.0
-    norm: cython.double = dot(theta, to, theta, to, d)
-    inward = -dot(p.grad, 0, theta, to, d)
+    norm: cython.double = dot(at(theta), to, at(theta), to, d)
+    inward = -dot(at(p.grad), 0, at(theta), to, d)
     nu = inward / (2.0 * norm) if inward > 0.0 and sqrt(norm) >= bound * (1.0 - PROJECTION_SPHERE_TOL) else 0.0
     orthogonal = 0.0
     for a in range(d):
@@ -264,7 +264,7 @@ def filippi_solve(p: Projection, x: cython.double[::1], xo: cython.Py_ssize_t, n
                 p.hess[a] = p.shifted[a]
         # rhs = Hθ − ∇f
         for a in range(d):
-            p.rhs[a] = dot(p.hess, a * d, theta, to, d) - p.grad[a]
+            p.rhs[a] = dot(at(p.hess), a * d, at(theta), to, d) - p.grad[a]
         # z(ν): ν = 0 if inside, else the secular equation on [lo, hi]
         nu = 0.0
         lo = 0.0
@@ -282,7 +282,7 @@ def filippi_solve(p: Projection, x: cython.double[::1], xo: cython.Py_ssize_t, n
             for a in range(d):
                 p.z[a] = p.rhs[a]
             cholesky_solve(p.chol, p.z, d)
-            norm = sqrt(dot(p.z, 0, p.z, 0, d))
+            norm = sqrt(dot(at(p.z), 0, at(p.z), 0, d))
             if norm <= bound * (1.0 + BALL_RTOL) and (nu == 0.0 or norm >= bound * (1.0 - BALL_RTOL)):
                 break
             if norm > bound:
@@ -291,20 +291,20 @@ def filippi_solve(p: Projection, x: cython.double[::1], xo: cython.Py_ssize_t, n
                 hi = nu
             # q = L⁻¹ z; Newton step on 1/‖z(ν)‖ − 1/S
             for a in range(d):
-                p.trial[a] = (p.z[a] - dot(p.chol, a * d, p.trial, 0, a)) / p.chol[a * d + a]
-            qnorm = dot(p.trial, 0, p.trial, 0, d)
+                p.trial[a] = (p.z[a] - dot(at(p.chol), a * d, at(p.trial), 0, a)) / p.chol[a * d + a]
+            qnorm = dot(at(p.trial), 0, at(p.trial), 0, d)
             nu = nu + (norm * norm / qnorm) * (norm - bound) / bound
             if not (lo < nu < hi):  # safeguard: bisect the bracket
                 nu = 0.5 * (lo + hi) if hi < INFINITY else 2.0 * lo + NU_FLOOR
         # pull z onto the ball if the search left it a hair outside
-        norm = sqrt(dot(p.z, 0, p.z, 0, d))
+        norm = sqrt(dot(at(p.z), 0, at(p.z), 0, d))
         if norm > bound:
             for a in range(d):
                 p.z[a] *= bound / norm
         # halve the step θ → z until f decreases (the ball is convex: every point is inside),
         # up to f's rounding: r = g(θ) − g(θ̂) cancels terms of size ‖g(θ̂)‖, so f is known
         # to about 2‖V⁻¹r‖‖g(θ̂)‖ε; near the minimiser a Newton step lowers f by less than that
-        noise = PROJECTION_NOISE * sqrt(dot(p.wres, 0, p.wres, 0, d) * dot(p.target, 0, p.target, 0, d))
+        noise = PROJECTION_NOISE * sqrt(dot(at(p.wres), 0, at(p.wres), 0, d) * dot(at(p.target), 0, at(p.target), 0, d))
         alpha = 1.0
         trial_value = INFINITY
         for inner in range(STEP_HALVINGS):

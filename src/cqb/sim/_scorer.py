@@ -6,13 +6,13 @@ import cython
 import numpy as np
 
 if cython.compiled:
-    from cython.cimports.cqb.sim._algebra import logistic, quad_form, row_dot, row_support
+    from cython.cimports.cqb.sim._algebra import at, index_at, logistic, quad_form, row_dot, row_support
     from cython.cimports.cqb.sim._estimator import Estimator
     from cython.cimports.libc.math import sqrt
 else:
     from math import sqrt
 
-    from ._algebra import logistic, quad_form, row_dot, row_support
+    from ._algebra import at, index_at, logistic, quad_form, row_dot, row_support
     from ._estimator import Estimator
 
 
@@ -125,15 +125,15 @@ class Scorer:
         inner: cython.double
         linear: cython.double
         quad: cython.double
-        m: cython.Py_ssize_t = row_support(self._c, xo, d, self._index)
-        linear = row_dot(est._theta, k * d, self._c, xo, d, self._index, m)
+        m: cython.Py_ssize_t = row_support(at(self._c), xo, d, index_at(self._index))
+        linear = row_dot(at(est._theta), k * d, at(self._c), xo, d, index_at(self._index), m)
         if self._quad_version[entry] == version:
             quad = self._quads[entry]
         elif self._quad_version[entry] == version - 1 and version > 0:
-            inner = row_dot(est._last_u, k * d, self._c, xo, d, self._index, m)
+            inner = row_dot(at(est._last_u), k * d, at(self._c), xo, d, index_at(self._index), m)
             quad = max(self._quads[entry] - inner * inner, 0.0)
         else:
-            quad = quad_form(est._inv, k * 2 * d * d, self._c, xo, d, self._index, m)
+            quad = quad_form(at(est._inv), k * 2 * d * d, at(self._c), xo, d, index_at(self._index), m)
         self._quads[entry] = quad
         self._quad_version[entry] = version
         mean: cython.double = logistic(linear)
