@@ -15,7 +15,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from cqb.pipeline.report import report_html  # noqa: E402
-from cqb.pipeline.results import PUBLISHED_PNG_BYTES, publish_report  # noqa: E402
+from cqb.pipeline.published_figures import PUBLISHED_PNG_BYTES, publish_report  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 

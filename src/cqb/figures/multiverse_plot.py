@@ -73,7 +73,7 @@ def redraw_published(multiverse, cells: pd.DataFrame, marks: pd.DataFrame, folde
     import tempfile
     from pathlib import Path
 
-    from ..pipeline.results import shrink_png
+    from ..pipeline.published_figures import shrink_png
 
     with tempfile.TemporaryDirectory() as scratch:
         png = Path(scratch) / "fig8.png"
