@@ -5,8 +5,8 @@ import pandas as pd
 
 from cqb.analysis.aggregate import write_table
 from cqb.io.files import atomic_write_text
-from cqb.figures.plotting import POLICY_COLOURS, save_figure
-from cqb.policies import DISPLAY_NAMES
+from cqb.figures.plotting import save_figure
+from cqb.policies import DISPLAY_NAMES, policy_colour
 from cqb.analysis.rates import rates_figure_table
 from cqb.figures.rates_plot import plot_rates, rates_summary_markdown
 
@@ -25,7 +25,8 @@ def main(smk):
         write_table(table, smk.output.tsv, smk.params.float_format)
         write_table(slopes, smk.output.slopes, smk.params.float_format)
         atomic_write_text(smk.output.text, rates_summary_markdown(summary, slopes, titles, DISPLAY_NAMES))
-        figure = plot_rates(summary, slopes, titles, DISPLAY_NAMES, POLICY_COLOURS, title=smk.params.title)
+        colours = {policy: policy_colour(policy) for policy in DISPLAY_NAMES}
+        figure = plot_rates(summary, slopes, titles, DISPLAY_NAMES, colours, title=smk.params.title)
         save_figure(figure, smk.output.pdf, smk.output.png, smk.params.dpi)
         print(f"{len(table)} rows -> {smk.output.tsv}, {smk.output.slopes}, {smk.output.text}", file=log)
 
