@@ -91,3 +91,14 @@ def test_publish_keeps_the_citations_version_in_step(tmp_path):
     assert yaml.safe_load(citation.read_text())["version"] == cqb.__version__
     assert sync_citation_version(citation, cqb.__version__) == []  # in step: not rewritten
     assert sync_citation_version(tmp_path / "absent.cff", cqb.__version__) == []
+
+
+def test_the_build_requires_every_package_the_kernels_cimport():
+    """pip builds in an isolated environment holding only the build requirements:
+    a package whose .pxd a kernel cimports (scipy's cython_blas) must be one of them."""
+    cimported = set()
+    for path in (REPO / "src" / "cqb" / "sim").glob("*.py"):
+        cimported |= set(re.findall(r"cython\.cimports\.([A-Za-z_]\w*)", path.read_text()))
+    third_party = cimported - {"cython", "cpython", "libc", "libcpp", "posix", "cqb"}
+    required = {Requirement(r).name for r in pyproject()["build-system"]["requires"]}
+    assert third_party and third_party <= required, f"cimported {sorted(third_party)}, build requires {sorted(required)}"
