@@ -19,6 +19,7 @@ import yaml
 
 from conftest import REPO, copy_workflow, snakemake
 from cqb.analysis.aggregate import read_table
+from cqb.analysis.claims import NO_ALTERNATIVE_READING, UNDECIDED_BY_READINGS
 
 pytestmark = pytest.mark.slow
 
@@ -133,7 +134,8 @@ def test_smoke_run_builds_the_claims_table_with_provenance(smoke_run):
     assert set(claims["verdict"]) <= {HOLDS, FAILS, INCONCLUSIVE, TIE, NOT_TESTABLE}
     marks = dict(zip(claims["claim"], claims["mark"]))
     assert marks["slack_longer_exploration"] == marks["tuned_values_used"] == "by construction"
-    assert set(marks.values()) <= {"robust", "reading-dependent", "by construction"}
+    assert set(marks.values()) <= {"robust", "reading-dependent", "by construction", UNDECIDED_BY_READINGS,
+                                   NO_ALTERNATIVE_READING}
     readings = pd.read_csv(figures / "claims_readings.tsv", sep="\t", keep_default_na=False)
     primary = readings[readings["primary"].astype(str) == "True"]
     assert primary["claim"].tolist() == names[:-1]  # one primary reading per claim, in order

@@ -416,14 +416,15 @@ def main(argv: list[str] | None = None) -> int:
 
         try:
             if args.command == "publish":
-                if args.rebuild:
-                    from .figures.multiverse_plot import redraw_published
-                    from .pipeline.republish import rebuild
+                from .figures.multiverse_plot import redraw_published
+                from .pipeline.republish import rebuild
 
-                    written = rebuild(Path(args.dest), Path(args.readme), Path(args.readme).resolve().parent,
-                                      draw_fig8=redraw_published)
-                else:
-                    written = results.publish(Path(args.source), Path(args.dest), Path(args.readme))
+                # the derived files (marks, lines, README block, report) rendered from the published
+                # tables, as --rebuild alone renders them: the pipeline's own copies render from
+                # unrounded values and may differ from them in a last digit
+                written = [] if args.rebuild else results.publish(Path(args.source), Path(args.dest), Path(args.readme))
+                written += rebuild(Path(args.dest), Path(args.readme), Path(args.readme).resolve().parent,
+                                   draw_fig8=redraw_published)
                 for path in written:
                     print(f"wrote {path}")
                 return 0
