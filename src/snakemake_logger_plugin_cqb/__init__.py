@@ -11,7 +11,11 @@ A Ctrl-C: the jobs it stops are no failures. The display then shows nothing
 more of the run (no failed job, no closing error) and ends with one line: how
 many jobs were stopped, whether their partial outputs were removed (the
 workflow's `onerror` does that, workflow/rules/execution.smk, and says so in
-a record carrying STOPPED_JOBS), and that the same command continues.
+a record carrying STOPPED_JOBS), and that the same command continues. A
+terminal's Ctrl-C reaches the jobs too, and a stopped job's failure can be
+logged (from an executor thread) before Snakemake's main thread runs the
+SIGINT handler: a failure is shown only after FAILURE_HOLD seconds without
+a SIGINT.
 
 A dry run (`-n`): Snakemake's job stats, then per rule how many jobs would
 run and why ("14,387 simulate: missing output"), not every job; with `-p` (or
@@ -24,6 +28,8 @@ from __future__ import annotations
 import logging
 import signal
 import sys
+import threading
+import time
 from collections import Counter
 
 try:
@@ -73,6 +79,13 @@ REASONS_HEADING = "Reasons (jobs per rule; every job with its reason and command
 # What Snakemake says after listing a job of a checkpoint or handover rule:
 # the summary marks the rule instead.
 PER_JOB_NOTES = ("DAG of jobs will be updated after completion.", "Handing over execution to foreign system...")
+# How long a job's failure waits for a SIGINT before it is shown. A Ctrl-C
+# stops the jobs as it reaches Snakemake (one process group); a stopped job's
+# failure is logged by the executor's thread, while the main thread, waiting
+# in the scheduler, runs the Python SIGINT handler only once that failure wakes
+# it: milliseconds later. The wait counts from the failure's logging, so
+# failures logged together wait once.
+FAILURE_HOLD = 0.5
 
 
 def reason_words(reason: str) -> tuple[str, ...]:
@@ -165,6 +178,7 @@ class LogHandler(RichLogHandler):  # type: ignore[valid-type,misc]
         self.live_display.refresh_per_second = REFRESHES_PER_SECOND
         self.live_display.update(self.progress)  # the bars without the panel's frame
         self.interrupted, self.said_interrupted = False, False
+        self.interrupt_seen = threading.Event()  # set with self.interrupted, for a failure held for it
         self.running: set = set()  # started jobs not yet reported ended
         self.stopped_jobs: int | None = None  # from the workflow's onerror
         self.previous_sigint = self._watch_interrupts()
@@ -179,6 +193,7 @@ class LogHandler(RichLogHandler):  # type: ignore[valid-type,misc]
 
         def note_interrupt(number, frame):
             self.interrupted = True
+            self.interrupt_seen.set()
             previous(number, frame)
 
         try:
@@ -194,6 +209,8 @@ class LogHandler(RichLogHandler):  # type: ignore[valid-type,misc]
             return
         if self.mode == LISTING:
             return
+        if not self.interrupted and str(getattr(record, "event", "")) == "job_error":
+            self._hold_failure(record)
         if self.interrupted:  # the stopped jobs' "failures" and the closing error: close() says it all
             if getattr(record, STOPPED_JOBS, None) is not None:
                 self.stopped_jobs = int(getattr(record, STOPPED_JOBS))
@@ -203,6 +220,16 @@ class LogHandler(RichLogHandler):  # type: ignore[valid-type,misc]
         for task in self.progress.tasks:  # a rule whose jobs are all done leaves the display
             if task.visible and task.finished and task.description != TOTAL:
                 self.progress.update(task.id, visible=False)
+
+    def _hold_failure(self, record) -> None:
+        """Wait, until FAILURE_HOLD after the failure was logged, for a SIGINT
+        that stopped its job; never in the main thread, which must run the
+        SIGINT handler (Snakemake's queue listener calls emit in its own)."""
+        if threading.current_thread() is threading.main_thread():
+            return
+        left = getattr(record, "created", time.time()) + FAILURE_HOLD - time.time()
+        if left > 0:
+            self.interrupt_seen.wait(left)
 
     def _track(self, record) -> None:
         event = str(getattr(record, "event", ""))
