@@ -177,8 +177,8 @@ class LogHandler(RichLogHandler):  # type: ignore[valid-type,misc]
         self.progress.expand = False
         self.live_display.refresh_per_second = REFRESHES_PER_SECOND
         self.live_display.update(self.progress)  # the bars without the panel's frame
-        self.interrupted, self.said_interrupted = False, False
-        self.interrupt_seen = threading.Event()  # set with self.interrupted, for a failure held for it
+        self.said_interrupted = False
+        self.interrupt_seen = threading.Event()  # a SIGINT came; a held failure waits on it
         self.running: set = set()  # started jobs not yet reported ended
         self.stopped_jobs: int | None = None  # from the workflow's onerror
         self.previous_sigint = self._watch_interrupts()
@@ -192,7 +192,6 @@ class LogHandler(RichLogHandler):  # type: ignore[valid-type,misc]
             return None
 
         def note_interrupt(number, frame):
-            self.interrupted = True
             self.interrupt_seen.set()
             previous(number, frame)
 
@@ -220,6 +219,10 @@ class LogHandler(RichLogHandler):  # type: ignore[valid-type,misc]
         for task in self.progress.tasks:  # a rule whose jobs are all done leaves the display
             if task.visible and task.finished and task.description != TOTAL:
                 self.progress.update(task.id, visible=False)
+
+    @property
+    def interrupted(self) -> bool:
+        return self.interrupt_seen.is_set()
 
     def _hold_failure(self, record) -> None:
         """Wait, until FAILURE_HOLD after the failure was logged, for a SIGINT
