@@ -33,9 +33,13 @@ def core_extension():
     import numpy
     from Cython.Build import cythonize
 
+    # numpy's static library of its random distributions (numpy/random/lib), the documented way to
+    # call them from C: the choosers draw through it (cqb.sim._choosers.Draws)
+    random_lib = str(Path(numpy.__file__).parent / "random" / "lib")
     return cythonize(
         # numpy's headers: the bit generator's struct (numpy/random/bitgen.h) the sampler reads
         [Extension(f"cqb.sim.{name}", [f"src/cqb/sim/{name}.py"], include_dirs=[numpy.get_include()],
+                   library_dirs=[random_lib], libraries=["npyrandom", "m"],
                    # No FMA contraction: the same sums on every x86-64/arm64 target.
                    extra_compile_args=["-O3", "-ffp-contract=off"])
          for name in SIM_CORE.BUILT_MODULES],

@@ -89,6 +89,15 @@ def test_conda_files_use_the_python_and_build_floor_of_pyproject():
         assert Requirement(entries["setuptools"].replace(" ", "")).specifier == backend.specifier, path.name
 
 
+def test_the_build_links_the_numpy_release_the_runtime_pins():
+    """The choosers call numpy's random distributions from its static library
+    (setup.py): built against another release, they could draw other values
+    than the Generator in the same process."""
+    build = tomllib.loads((REPO / "pyproject.toml").read_text())["build-system"]["requires"]
+    numpy_build = next(r for r in build if package_name(r) == "numpy")
+    assert pinned_version(numpy_build) == pinned_version(pip_requirements()["numpy"]), numpy_build
+
+
 def test_the_light_install_is_the_default_less_pytorch():
     full, light = pip_requirements(), pip_requirements(REPO / "requirements-light.txt")
     assert set(full) - set(light) == PYTORCH and all(full[name] == light[name] for name in light)

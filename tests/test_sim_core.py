@@ -235,6 +235,61 @@ def test_the_oracle_takes_the_earliest_of_the_best_jobs_at_its_lowest_best_serve
         assert not chooser.explored
 
 
+def test_mu_is_one_over_one_plus_exp_minus_z_to_an_ulp_without_overflow():
+    """μ by one exp of −|z|: within two units in the last place of
+    1/(1 + e^(−z)) (in long double) everywhere, the far negative tail
+    included (where (1 + tanh(z/2))/2 cancels to a relative error of order
+    one), symmetric, 0 and 1 at the far ends with no overflow (e^(−z) itself
+    overflows below z ≈ −709)."""
+    rng = np.random.default_rng(4)
+    z = np.concatenate([rng.normal(scale=3.0, size=5000), rng.uniform(-40, 40, 5000),
+                        [0.0, -0.0, 1e-300, -1e-300, 36.0, -36.0, 700.0, -700.0, 745.0, -745.0, 1e300, -1e300]])
+    mu = core().logistic_values(z)
+    with np.errstate(over="ignore"):
+        reference = (1 / (1 + np.exp(-z.astype(np.longdouble)))).astype(np.float64)
+    far = np.abs(mu - reference) > 2 * np.spacing(reference)
+    assert not far.any(), z[far]
+    assert np.all(np.abs(mu + core().logistic_values(-z) - 1) <= 2 * np.spacing(1.0))
+    assert core().logistic_values([-1e300, 1e300]).tolist() == [0.0, 1.0]
+    assert core().logistic_values(np.array([[0.0]])).shape == (1, 1)
+
+
+@pytest.mark.parametrize("n_servers", [1, 3, 7])
+def test_the_choosers_draw_what_the_generator_methods_return(n_servers):
+    """Compiled, the choosers draw through numpy's C functions on the
+    Generator's bit generator: the values, and the order, of rng.random(),
+    rng.integers(n), rng.standard_normal and rng.beta, replayed here on a
+    twin Generator, choice by choice."""
+    K = n_servers
+    queue = np.arange(12, dtype=np.int64)
+    uniform_pick = core().RandomChooser(K, np.random.default_rng(5))
+    replay = np.random.default_rng(5)
+    for length in (1, 2, 5, 12) * 25:
+        uniform_pick.choose(3, queue, length, False)
+        assert (uniform_pick.position, uniform_pick.server) == (replay.integers(length), replay.integers(K))
+    for sampling in (True, False):
+        bandit = core().QueueBanditChooser(K, np.random.default_rng(6), sampling, 0.05)
+        replay = np.random.default_rng(6)
+        for t in range(2, 400):
+            bandit.choose(t, queue, 3, False)
+            explore = replay.random() < min(1.0, 0.05 * K * math.log(t) ** 2 / t)
+            if explore:
+                assert (bandit.server, bandit.explored) == (replay.integers(K), True)
+            elif sampling:
+                draws = replay.beta(bandit.successes + 1.0, bandit.trials - bandit.successes + 1.0)
+                assert bandit.server == int(np.argmax(draws)) and not bandit.explored
+            bandit.observe(t, 0, bandit.server, t % 3 == 0)
+    scorer = scorer_with(np.random.default_rng(7).normal(size=(40, 3)) / 3, n_servers=K)
+    explorer = core().OptimisticChooser(scorer, np.random.default_rng(8), 0.0, 0.4, 10_000.0, False)
+    replay = np.random.default_rng(8)
+    for t in range(1, 300):
+        explorer.choose(t, queue, 4, True)
+        if replay.random() < 0.4:
+            assert (explorer.server, explorer.explored) == (replay.integers(K), True)
+        else:
+            assert not explorer.explored
+
+
 class FakeRng:
     """A generator whose draws the test sets: random() (the exploration coin),
     integers(), beta() (recording its arguments)."""

@@ -10,9 +10,9 @@ import cython
 import numpy as np
 
 if cython.compiled:
-    from cython.cimports.libc.math import sqrt, tanh
+    from cython.cimports.libc.math import exp, fabs, sqrt
 else:
-    from math import sqrt, tanh
+    from math import exp, fabs, sqrt
 
     def at(array):
         """Uncompiled, an array stands for the pointer to its start (at() in _algebra.pxd)."""
@@ -24,15 +24,18 @@ else:
 @cython.cfunc
 @cython.exceptval(check=False)
 def logistic(z: cython.double) -> cython.double:
-    """μ(z) = 1/(1 + e^(−z)), as (1 + tanh(z/2))/2: stable for any z. The
+    """μ(z) = 1/(1 + e^(−z)) by one exp of −|z| (never overflows; a tanh costs
+    about twice as much), μ(−|z|) = e^(−|z|)·μ(|z|) for z < 0. The
     simulation's one μ: the estimators, the scores, the projection and (by
     :func:`logistic_values`) the true means all take it from here."""
-    return 0.5 * (1.0 + tanh(0.5 * z))
+    e: cython.double = exp(-fabs(z))
+    p: cython.double = 1.0 / (1.0 + e)
+    return p if z >= 0.0 else e * p
 
 
 def logistic_values(z):
     """:func:`logistic` of every entry of ``z`` (an array of any shape), for the
-    numpy side (numpy's own tanh rounds differently from the C library's)."""
+    numpy side (numpy's own exp may round differently from the C library's)."""
     values = np.array(z, dtype=np.float64, order="C")  # a copy, in the shape of z
     flat: cython.double[::1] = values.reshape(-1)
     i: cython.Py_ssize_t

@@ -1,6 +1,20 @@
 # The choosers (_choosers.py), for the round loop that cimports them.
 
+from numpy.random cimport bitgen_t
+
 from cqb.sim._scorer cimport Scorer
+
+
+cdef class Draws:
+    cdef readonly object rng
+    cdef readonly bint direct        # drawn from the bit generator by numpy's C functions
+    cdef object _bit_generator       # keeps bits' owner alive
+    cdef bitgen_t* bits
+
+    cdef double uniform(self)
+    cdef Py_ssize_t below(self, Py_ssize_t n)
+    cdef int normals(self, double[::1] out, Py_ssize_t n)
+    cdef int betas(self, double[::1] a, double[::1] b, double[::1] out, Py_ssize_t n)
 
 
 cdef class Chooser:
@@ -15,6 +29,7 @@ cdef class Chooser:
 cdef class ScoringChooser(Chooser):
     cdef readonly Scorer scorer
     cdef readonly object rng
+    cdef Draws draws
 
     cdef void take_first_max(self, double[::1] scores, Py_ssize_t length)
 
@@ -29,23 +44,27 @@ cdef class OptimisticChooser(ScoringChooser):
 
 
 cdef class ThompsonChooser(ScoringChooser):
-    pass
+    cdef double[::1] _noise
 
 
 cdef class QueueBanditChooser(Chooser):
     cdef readonly object successes  # (K,) float64
     cdef readonly object trials
     cdef readonly object rng
+    cdef Draws draws
     cdef readonly bint sampling
     cdef readonly double explore_constant
     cdef Py_ssize_t n_servers
     cdef double[::1] _s
     cdef double[::1] _n
     cdef double[::1] _values  # the servers' indices
+    cdef double[::1] _alpha   # the Beta draws' arguments
+    cdef double[::1] _beta
 
 
 cdef class RandomChooser(Chooser):
     cdef readonly object rng
+    cdef Draws draws
     cdef Py_ssize_t n_servers
 
 

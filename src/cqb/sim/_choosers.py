@@ -7,13 +7,79 @@ import cython
 import numpy as np
 
 if cython.compiled:
+    from cython.cimports.cpython.pycapsule import PyCapsule_GetPointer
     from cython.cimports.cqb.sim._scorer import Scorer
     from cython.cimports.libc.math import INFINITY, isnan, log, sqrt
+    from cython.cimports.numpy.random import bitgen_t
+    from cython.cimports.numpy.random.c_distributions import (random_beta, random_bounded_uint64,
+                                                              random_standard_normal)
 else:
     from math import isnan, log, sqrt
     from math import inf as INFINITY
 
     from ._scorer import Scorer
+
+
+@cython.cclass
+class Draws:
+    """A chooser's draws from its Generator, one value at a time. Compiled and
+    given a plain numpy Generator, they come from its bit generator through
+    numpy's C functions for random(), integers(n), standard_normal() and
+    beta(a, b): the values those methods return, in the same order, without a
+    Python call or an array per round. Any other object (a test's stand-in, a
+    subclass) is asked through its own methods. The bit generator's lock is not
+    taken: a run's streams belong to its one thread."""
+
+    def __init__(self, rng):
+        self.rng = rng
+        self.direct = False
+        if cython.compiled and type(rng) is np.random.Generator:
+            self._bit_generator = rng.bit_generator
+            self.bits = cython.cast(cython.pointer(bitgen_t),
+                                    PyCapsule_GetPointer(self._bit_generator.capsule, b"BitGenerator"))
+            self.direct = True
+
+    @cython.cfunc
+    def uniform(self) -> cython.double:
+        """rng.random()."""
+        if cython.compiled and self.direct:
+            return self.bits.next_double(self.bits.state)
+        return float(self.rng.random())
+
+    @cython.cfunc
+    def below(self, n: cython.Py_ssize_t) -> cython.Py_ssize_t:
+        """rng.integers(n), n ≥ 1: numpy's default draw (Lemire's, not masked)."""
+        if cython.compiled and self.direct:
+            return cython.cast(cython.Py_ssize_t, random_bounded_uint64(self.bits, 0, n - 1, 0, False))
+        return int(self.rng.integers(n))
+
+    @cython.cfunc
+    def normals(self, out: cython.double[::1], n: cython.Py_ssize_t) -> cython.int:
+        """out[:n] = rng.standard_normal(n)."""
+        i: cython.Py_ssize_t
+        if cython.compiled and self.direct:
+            for i in range(n):
+                out[i] = random_standard_normal(self.bits)
+            return 0
+        drawn: cython.double[::1] = np.asarray(self.rng.standard_normal(n), dtype=np.float64)
+        for i in range(n):
+            out[i] = drawn[i]
+        return 0
+
+    @cython.cfunc
+    def betas(self, a: cython.double[::1], b: cython.double[::1], out: cython.double[::1],
+              n: cython.Py_ssize_t) -> cython.int:
+        """out[:n] = rng.beta(a[:n], b[:n]), drawn in order."""
+        i: cython.Py_ssize_t
+        if cython.compiled and self.direct:
+            for i in range(n):
+                out[i] = random_beta(self.bits, a[i], b[i])
+            return 0
+        drawn: cython.double[::1] = np.asarray(self.rng.beta(np.asarray(a[:n]), np.asarray(b[:n])),
+                                               dtype=np.float64)
+        for i in range(n):
+            out[i] = drawn[i]
+        return 0
 
 
 @cython.cclass
@@ -84,6 +150,7 @@ class OptimisticChooser(ScoringChooser):
                  explore_until: cython.double = 0.0, round_robin: cython.bint = False):
         self.scorer = scorer
         self.rng = rng
+        self.draws = Draws(rng)
         self.tau, self.explore_prob, self.explore_until = tau, explore_prob, explore_until
         self.round_robin = round_robin
         self.phase1_visits = 0
@@ -99,12 +166,12 @@ class OptimisticChooser(ScoringChooser):
                     self.server = self.phase1_visits % K
                     self.phase1_visits += 1
                 else:
-                    self.server = self.rng.integers(K)
+                    self.server = self.draws.below(K)
                 self.position = length - 1
                 self.explored = True
                 return
-            if self.rng.random() < self.explore_prob:
-                self.server = self.rng.integers(K)
+            if self.draws.uniform() < self.explore_prob:
+                self.server = self.draws.below(K)
                 self.position = length - 1
                 self.explored = True
                 return
@@ -124,12 +191,14 @@ class OptimisticChooser(ScoringChooser):
 @cython.cclass
 class ThompsonChooser(ScoringChooser):
     """CQB-TS, score mode: a standard normal z per queued (job, server) pair
-    (rng.standard_normal((length, K))), the score mean + bonus·z, and its
+    (rng.standard_normal((length, K)), drawn in that order), the score mean + bonus·z, and its
     row-major first maximum, a NaN winning."""
 
     def __init__(self, scorer: Scorer, rng):
         self.scorer = scorer
         self.rng = rng
+        self.draws = Draws(rng)
+        self._noise = np.empty(0)
 
     @cython.ccall
     def choose(self, t: cython.Py_ssize_t, queue: cython.longlong[::1], length: cython.Py_ssize_t,
@@ -140,8 +209,11 @@ class ThompsonChooser(ScoringChooser):
         k: cython.Py_ssize_t
         cell: cython.Py_ssize_t
         scorer.refresh(queue, length)
-        # the noise, then in its place the sampled scores
-        scores: cython.double[::1] = self.rng.standard_normal((length, K)).reshape(-1)
+        if self._noise.shape[0] < length * K:
+            self._noise = np.empty(2 * length * K)
+        # the noise (row-major, as standard_normal((length, K))), then in its place the sampled scores
+        scores: cython.double[::1] = self._noise
+        self.draws.normals(scores, length * K)
         for i in range(length):
             for k in range(K):
                 cell = queue[i] * K + k
@@ -159,6 +231,7 @@ class QueueBanditChooser(Chooser):
     def __init__(self, n_servers: cython.Py_ssize_t, rng, sampling: cython.bint, explore_constant: cython.double):
         self.n_servers = n_servers
         self.rng = rng
+        self.draws = Draws(rng)
         self.sampling = sampling
         self.explore_constant = explore_constant
         self.successes = np.zeros(n_servers)
@@ -166,6 +239,8 @@ class QueueBanditChooser(Chooser):
         self._s = self.successes
         self._n = self.trials
         self._values = np.zeros(n_servers)
+        self._alpha = np.zeros(n_servers)
+        self._beta = np.zeros(n_servers)
 
     @cython.ccall
     def choose(self, t: cython.Py_ssize_t, queue: cython.longlong[::1], length: cython.Py_ssize_t,
@@ -177,12 +252,16 @@ class QueueBanditChooser(Chooser):
         explore_prob: cython.double = min(1.0, self.explore_constant * K * squared_log / t)
         self.position = 0
         self.explored = False
-        if self.rng.random() < explore_prob:
-            self.server = self.rng.integers(K)
+        if self.draws.uniform() < explore_prob:
+            self.server = self.draws.below(K)
             self.explored = True
             return
         if self.sampling:
-            self.server = first_max(self.rng.beta(self.successes + 1.0, self.trials - self.successes + 1.0), K)
+            for k in range(K):
+                self._alpha[k] = self._s[k] + 1.0
+                self._beta[k] = self._n[k] - self._s[k] + 1.0
+            self.draws.betas(self._alpha, self._beta, self._values, K)
+            self.server = first_max(self._values, K)
             return
         for k in range(K):
             self._values[k] = self._s[k] / self._n[k] + sqrt(squared_log / (2.0 * self._n[k])) \
@@ -204,12 +283,13 @@ class RandomChooser(Chooser):
     def __init__(self, n_servers: cython.Py_ssize_t, rng):
         self.n_servers = n_servers
         self.rng = rng
+        self.draws = Draws(rng)
 
     @cython.ccall
     def choose(self, t: cython.Py_ssize_t, queue: cython.longlong[::1], length: cython.Py_ssize_t,
                new_arrival: cython.bint):
-        self.position = self.rng.integers(length)
-        self.server = self.rng.integers(self.n_servers)
+        self.position = self.draws.below(length)
+        self.server = self.draws.below(self.n_servers)
         self.explored = True
 
 
