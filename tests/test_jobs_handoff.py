@@ -153,7 +153,7 @@ def test_the_compiled_client_gives_the_bytes_an_own_process_writes(server, clien
 
 # jobs one after another, each unlike the one before it: policy, instance, folder, umask, environment
 REUSE_JOBS = [
-    ("random", ["--horizon", "100000", "--dim", "2", "--slack", "0.01"], 0o022, {}),
+    ("random", ["--horizon", "400000", "--dim", "2", "--slack", "0.01"], 0o022, {}),  # long: its CPU shows
     ("cqb_opt", ["--horizon", "300", "--dim", "3"], 0o027, {"CQB_TEST_ONLY_HERE": "1"}),
     ("cqb_eps", ["--horizon", "300", "--set", "tau=40"], 0o077, {}),
     ("q_ths", ["--horizon", "300", "--n-servers", "3"], 0o002, {"CQB_TEST_ONLY_HERE": "2"}),

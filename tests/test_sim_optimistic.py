@@ -26,14 +26,16 @@ INSTANCES = [
     ({"kind": "synthetic", "n_servers": 3, "dim": 2, "arrival_rate": 0.6, "slack": 0.15}, 400, 1),
     ({"kind": "synthetic", "n_servers": 4, "dim": 3, "arrival_rate": 0.7, "slack": 0.1}, 500, 2),
     ({"kind": "synthetic", "n_servers": 2, "dim": 4, "arrival_rate": 0.5, "slack": 0.1}, 400, 3),
-    ("sparse", 400, 4),  # pool rows with 3 of 12 entries non-zero: the scores' sparse paths
+    ("sparse", 400, 4),  # pool rows with 1 to 4 of 12 entries non-zero: the scores' sparse paths
 ]
 
 
-def sparse_pool(seed, dim=12, ones=3):
+def sparse_pool(seed, dim=12, most=4):
+    """Rows with differing supports, so that one row's support read for another's shows."""
     rng = np.random.default_rng(seed)
     rows = np.zeros((60, dim))
     for row in rows:
+        ones = int(rng.integers(1, most + 1))
         row[rng.choice(dim, size=ones, replace=False)] = rng.choice([-1.0, 1.0], size=ones) / np.sqrt(ones)
     return pool_instance(rng.normal(size=(3, dim)), rows, 0.7)
 PARAMS = {

@@ -9,6 +9,9 @@ cdef inline double* at(double[::1] array) noexcept:
 cdef inline Py_ssize_t* index_at(Py_ssize_t[::1] array) noexcept:
     return &array[0]
 
+cdef inline Py_ssize_t* index_from(Py_ssize_t[::1] array, Py_ssize_t offset) noexcept:
+    return &array[offset]
+
 
 cdef double logistic(double z) noexcept
 cdef double dot(double* a, Py_ssize_t ao, double* b, Py_ssize_t bo, Py_ssize_t n) noexcept
@@ -36,7 +39,8 @@ cdef class DenseAlgebra:
 
 cdef void newton_pass(double[::1] x, Py_ssize_t xo, double[::1] y, Py_ssize_t yo, Py_ssize_t n, Py_ssize_t d,
                       double[::1] theta, Py_ssize_t to, double reg, double[::1] grad, bint with_grad, double[::1] h,
-                      Py_ssize_t[::1] index, DenseAlgebra algebra, double[::1] gram) noexcept
+                      Py_ssize_t[::1] support, Py_ssize_t[::1] support_len, Py_ssize_t so, DenseAlgebra algebra,
+                      double[::1] gram) noexcept
 cdef double logistic_slope(double mu) noexcept
 cdef void add_gram_row(double* mat, Py_ssize_t d, double* x, Py_ssize_t row, Py_ssize_t* index,
                        Py_ssize_t m, double weight) noexcept

@@ -20,6 +20,10 @@ else:
 
     index_at = at
 
+    def index_from(array, offset):
+        """Uncompiled, a view from offset stands for the pointer there (index_from() in _algebra.pxd)."""
+        return array[offset:]
+
 
 @cython.cfunc
 @cython.exceptval(check=False)
@@ -270,12 +274,15 @@ def dense_algebra(d: cython.Py_ssize_t) -> DenseAlgebra:
 def newton_pass(x: cython.double[::1], xo: cython.Py_ssize_t, y: cython.double[::1], yo: cython.Py_ssize_t,
                 n: cython.Py_ssize_t, d: cython.Py_ssize_t, theta: cython.double[::1], to: cython.Py_ssize_t,
                 reg: cython.double, grad: cython.double[::1], with_grad: cython.bint, h: cython.double[::1],
-                index: cython.Py_ssize_t[::1], algebra: DenseAlgebra, gram: cython.double[::1]) -> cython.void:
+                support: cython.Py_ssize_t[::1], support_len: cython.Py_ssize_t[::1], so: cython.Py_ssize_t,
+                algebra: DenseAlgebra, gram: cython.double[::1]) -> cython.void:
     """One pass over the n samples (rows x[xo:], outcomes y[yo:]) at θ = theta[to:]:
     the Hessian h = Σ μ̇_i x_i x_iᵀ + λ₀I of the regularised log-loss and, if
     ``with_grad``, its gradient Σ (μ_i − y_i) x_i + λ₀θ into grad; each row
-    over its non-zero entries only. Where ``algebra.batches_gram``, the dense
-    rows go scaled by √μ̇_i into gram and into h in one algebra.add_gram."""
+    over its :func:`row_support`, kept from when it was stored (sample i's at
+    support[(so + i)*d], support_len[so + i] entries). Where
+    ``algebra.batches_gram``, the dense rows go scaled by √μ̇_i into gram and
+    into h in one algebra.add_gram."""
     g: cython.Py_ssize_t = 0
     s: cython.double
     i: cython.Py_ssize_t
@@ -290,10 +297,12 @@ def newton_pass(x: cython.double[::1], xo: cython.Py_ssize_t, y: cython.double[:
     if with_grad:
         for a in range(d):
             grad[a] = reg * theta[to + a]
+    index: cython.pointer(cython.Py_ssize_t)
     for i in range(n):
         row = xo + i * d
-        m = row_support(at(x), row, d, index_at(index))
-        mu = logistic(row_dot(at(theta), to, at(x), row, d, index_at(index), m))
+        m = support_len[so + i]
+        index = index_from(support, (so + i) * d)
+        mu = logistic(row_dot(at(theta), to, at(x), row, d, index, m))
         if with_grad:
             r = mu - y[yo + i]
             for p in range(m):
@@ -304,7 +313,7 @@ def newton_pass(x: cython.double[::1], xo: cython.Py_ssize_t, y: cython.double[:
                 gram[g * d + a] = s * x[row + a]
             g += 1
         else:
-            add_gram_row(at(h), d, at(x), row, index_at(index), m, logistic_slope(mu))
+            add_gram_row(at(h), d, at(x), row, index, m, logistic_slope(mu))
     if g > 0:
         algebra.add_gram(gram, g, d, h)
     for a in range(d):

@@ -54,6 +54,8 @@ cdef class Estimator:
     cdef double[::1] _y_inv
     cdef double[::1] _w
     cdef Py_ssize_t[::1] _index
+    cdef Py_ssize_t[::1] _support      # (K, capacity, d): each stored row's non-zero columns
+    cdef Py_ssize_t[::1] _support_len  # (K, capacity): how many
     cdef Projection _projection
     cdef DenseAlgebra _algebra
     cdef double[::1] _gram         # the refit's dense rows scaled by √μ̇ (BLAS only)

@@ -6,8 +6,8 @@ import cython
 import numpy as np
 
 if cython.compiled:
-    from cython.cimports.cqb.sim._algebra import (DenseAlgebra, at, dot, index_at, logistic, logistic_slope,
-                                                  newton_pass, row_dot, row_support)
+    from cython.cimports.cqb.sim._algebra import (DenseAlgebra, at, dot, index_at, index_from, logistic,
+                                                  logistic_slope, newton_pass, row_dot, row_support)
     from cython.cimports.cqb.sim._projection import Projection, filippi_solve
     from cython.cimports.libc.math import ceil, fabs, log, log1p, sqrt
 
@@ -15,8 +15,8 @@ if cython.compiled:
 else:
     from math import ceil, fabs, log, log1p, sqrt
 
-    from ._algebra import (DenseAlgebra, at, dense_algebra, dot, index_at, logistic, logistic_slope, newton_pass,
-                           row_dot, row_support)
+    from ._algebra import (DenseAlgebra, at, dense_algebra, dot, index_at, index_from, logistic, logistic_slope,
+                           newton_pass, row_dot, row_support)
     from ._projection import Projection, filippi_solve
 from ._projection import PROJECTION_MAX_ITER  # a Python constant, in both modes
 
@@ -79,6 +79,9 @@ class Estimator:
         self._h, self._l, self._y_inv = np.zeros(d * d), np.zeros(d * d), np.zeros(d * d)
         self._w = np.zeros(max(capacity, 1))
         self._index = np.zeros(d, dtype=np.intp)
+        # each stored row's non-zero columns, found once when it is stored (the refits pass over it often)
+        self._support = np.zeros(max(n_servers * capacity * d, 1), dtype=np.intp)
+        self._support_len = np.zeros(max(n_servers * capacity, 1), dtype=np.intp)
         self._projection = Projection(d, capacity)
         self._algebra = dense_algebra(d) if algebra is None else algebra  # tests pass the loops at any d
         self._gram = np.zeros(max(capacity, 1) * d if self._algebra.batches_gram else 1)
@@ -123,6 +126,8 @@ class Estimator:
         for a in range(d):
             self._x[base + a] = xs[xo + a]
         self._y[k * self.capacity + n - 1] = outcome
+        slot: cython.Py_ssize_t = k * self.capacity + n - 1
+        self._support_len[slot] = row_support(at(self._x), base, d, index_from(self._support, slot * d))
         self._n[k] = n
         refitted: cython.bint = n >= self._next[k]
         if refitted:
@@ -166,7 +171,7 @@ class Estimator:
         longest: cython.double
         for it in range(self.newton_max_iter):
             newton_pass(self._x, xo, self._y, yo, n, d, self._mle, to, self.reg, self._grad, True, self._h,
-                        self._index, self._algebra, self._gram)
+                        self._support, self._support_len, yo, self._algebra, self._gram)
             if not self._algebra.factor(self._h, self._l, d):
                 raise ArithmeticError(f"server {k}'s Hessian is not positive definite")
             self._algebra.solve(self._l, self._grad, d)  # the Newton step
@@ -177,7 +182,7 @@ class Estimator:
             if longest < self.newton_tol:  # the next step would be quadratically shorter
                 break
         newton_pass(self._x, xo, self._y, yo, n, d, self._mle, to, self.reg, self._grad, False, self._h,
-                    self._index, self._algebra, self._gram)
+                    self._support, self._support_len, yo, self._algebra, self._gram)
         if not self._algebra.inverse(self._h, self._inv, vo + d * d, self._l, self._y_inv, d):
             raise ArithmeticError(f"server {k}'s Hessian is not positive definite")
         self.refits += 1

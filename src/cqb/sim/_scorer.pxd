@@ -21,7 +21,8 @@ cdef class Scorer:
     cdef double[::1] _quads                  # (distinct contexts, K): xᵀV_k⁻¹x
     cdef long long[::1] _quad_version        # the version of V_k⁻¹ it is for (−1: none)
     cdef unsigned char[::1] _stale
-    cdef Py_ssize_t[::1] _index
+    cdef Py_ssize_t[::1] _support            # (N, d): each context's non-zero columns
+    cdef Py_ssize_t[::1] _support_len        # (N,): how many
 
     cdef void score(self, Py_ssize_t job, Py_ssize_t k) noexcept
     cpdef refresh(self, long long[::1] queue, Py_ssize_t length)

@@ -6,13 +6,13 @@ import cython
 import numpy as np
 
 if cython.compiled:
-    from cython.cimports.cqb.sim._algebra import at, index_at, logistic, quad_form, row_dot, row_support
+    from cython.cimports.cqb.sim._algebra import at, index_from, logistic, quad_form, row_dot, row_support
     from cython.cimports.cqb.sim._estimator import Estimator
     from cython.cimports.libc.math import sqrt
 else:
     from math import sqrt
 
-    from ._algebra import at, index_at, logistic, quad_form, row_dot, row_support
+    from ._algebra import at, index_from, logistic, quad_form, row_dot, row_support
     from ._estimator import Estimator
 
 
@@ -73,6 +73,26 @@ def row_keys(rows):
     return keys_array
 
 
+def row_supports(rows):
+    """:func:`row_support` of every row of the (n, d) float64 ``rows``, kept
+    so that the sums over a row never recompute it: (support, count), row i's
+    entries in support[i*d : i*d + count[i]]."""
+    array = np.ascontiguousarray(rows, dtype=np.float64)
+    if array.ndim != 2:
+        raise ValueError(f"row_supports: rows must be (n, d), got shape {array.shape}")
+    n: cython.Py_ssize_t = array.shape[0]
+    d: cython.Py_ssize_t = array.shape[1]
+    flat: cython.double[::1] = array.reshape(-1)
+    support_array = np.zeros(max(n * d, 1), dtype=np.intp)
+    count_array = np.zeros(max(n, 1), dtype=np.intp)
+    support: cython.Py_ssize_t[::1] = support_array
+    count: cython.Py_ssize_t[::1] = count_array
+    i: cython.Py_ssize_t
+    for i in range(n):
+        count[i] = row_support(at(flat), i * d, d, index_from(support, i * d))
+    return support_array, count_array
+
+
 @cython.cclass
 class Scorer:
     """μ(xᵀθ_k), the bonus c_β·β_k·‖x‖_{V_k⁻¹} and their sum (the UCB index) of
@@ -108,7 +128,8 @@ class Scorer:
         n_keys = int(key.max()) + 1 if self.n_contexts else 0
         self._quads = np.zeros(n_keys * K)
         self._quad_version = np.full(n_keys * K, -1, dtype=np.int64)
-        self._index = np.zeros(estimator.dim, dtype=np.intp)
+        # each context's non-zero columns, found once (score() runs per job and server)
+        self._support, self._support_len = row_supports(self.contexts)
 
     @cython.cfunc
     @cython.exceptval(check=False)
@@ -125,15 +146,16 @@ class Scorer:
         inner: cython.double
         linear: cython.double
         quad: cython.double
-        m: cython.Py_ssize_t = row_support(at(self._c), xo, d, index_at(self._index))
-        linear = row_dot(at(est._theta), k * d, at(self._c), xo, d, index_at(self._index), m)
+        m: cython.Py_ssize_t = self._support_len[job]
+        index: cython.pointer(cython.Py_ssize_t) = index_from(self._support, xo)
+        linear = row_dot(at(est._theta), k * d, at(self._c), xo, d, index, m)
         if self._quad_version[entry] == version:
             quad = self._quads[entry]
         elif self._quad_version[entry] == version - 1 and version > 0:
-            inner = row_dot(at(est._last_u), k * d, at(self._c), xo, d, index_at(self._index), m)
+            inner = row_dot(at(est._last_u), k * d, at(self._c), xo, d, index, m)
             quad = max(self._quads[entry] - inner * inner, 0.0)
         else:
-            quad = quad_form(at(est._inv), k * 2 * d * d, at(self._c), xo, d, index_at(self._index), m)
+            quad = quad_form(at(est._inv), k * 2 * d * d, at(self._c), xo, d, index, m)
         self._quads[entry] = quad
         self._quad_version[entry] = version
         mean: cython.double = logistic(linear)
