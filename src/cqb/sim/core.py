@@ -16,9 +16,10 @@ Arrays are flat C-contiguous views of the numpy arrays the Python side owns
 (``features[k, i, a]`` is ``_features[(k * capacity + i) * d + a]``), so a test
 reads every state as numpy. Contexts that are mostly zeros (one-hot, pixels)
 take sparse paths: a zero term adds nothing to a sum, so skipping it changes
-no result. Randomness is the policy's numpy Generator, called through Python
-(its stream is numpy's); the sampler reads its bit generator's uniforms
-directly (the same stream).
+no result. Randomness is the policy's numpy Generator: the choosers and the
+sampler call numpy's C functions on its bit generator, which give the values
+(and stream) of the Generator's methods; any other rng is called through
+its methods.
 
 :func:`core` gives the kernels' public names in one namespace, checked to be
 built from the sources beside them (the files the code hash covers): the build
