@@ -191,3 +191,27 @@ def test_the_handoff_cost_counts_a_workers_runs_while_it_lives_and_once_after_it
     first, second = readings[1] - readings[0], readings[2] - readings[1]
     assert first > 0.05, readings  # the live worker's first run
     assert 0.5 * first < second < 1.5 * first, readings  # the second run, counted once (not its worker's life again)
+
+
+def test_path_replay_replays_only_the_changed_runs_and_names_the_file_each_reproduces(tmp_path, capsys):
+    import numpy as np
+
+    from bench import path_replay
+
+    spec = SMALL
+    for seed in (0, 1):
+        queue = np.asarray(simulate(spec, "cqb_opt", None, 60, seed).queue)
+        meta = json.dumps({"instance_spec": spec, "policy": "cqb_opt", "policy_params": None, "horizon": 60,
+                           "seed": seed})
+        old = queue.copy()
+        if seed == 1:
+            old[-1] += 1  # the old tree's path of seed 1 differs
+        for tree, path in (("old", old), ("new", queue)):
+            folder = tmp_path / tree / "runs" / "cqb_opt"
+            folder.mkdir(parents=True, exist_ok=True)
+            np.savez(folder / f"seed{seed}.npz", queue=path, metadata=np.array(meta))
+    assert path_replay.changed_runs(tmp_path / "old", tmp_path / "new") == [Path("runs/cqb_opt/seed1.npz")]
+    assert path_replay.main([str(tmp_path / "old"), str(tmp_path / "new"), "--workdir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert ": 1 runs whose queue path changed, replayed" in out
+    assert "| the new run file | 1 |" in out and "old run file" not in out
