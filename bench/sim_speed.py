@@ -7,7 +7,8 @@
 Each round, for each policy, runs the same seeds' simulations (the whole
 simulate(): instance, trace, policy, oracle) in one fresh Python process per
 source, the sources alternating so that load drifts hit both alike, and
-reads the process CPU the runs took (after one untimed warm-up run). With
+reads the process CPU the runs took (after one untimed warm-up run), and
+the ratio of each round's pair too. With
 ``--cached-trace``, each seed's trace file is drawn first (untimed, by the same
 source) and the runs play on it, as a workflow job does. Prints
 a Markdown table of the median CPU per run of each source and their ratio,
@@ -180,13 +181,24 @@ def main(argv: list[str] | None = None) -> int:
           f"baseline {args.baseline}; load average (1, 5, 15 min) "
           f"{', '.join(f'{x:.2f}' for x in load_before)} before, "
           f"{', '.join(f'{x:.2f}' for x in load_after)} after\n")
-    print("| policy | baseline: CPU per run (ms) | this checkout (ms) | this / baseline |")
-    print("| --- | ---: | ---: | ---: |")
-    for policy in policies:
-        before = statistics.median(times["baseline", policy]) * 1000
-        after = statistics.median(times["this checkout", policy]) * 1000
-        print(f"| {policy} | {before:.1f} | {after:.1f} | {after / before:.2f} |")
+    print("\n".join(speed_rows(times, policies)))
     return 0
+
+
+def speed_rows(times: dict, policies: list[str]) -> list[str]:
+    """The Markdown table of each policy's median CPU per run by source, their
+    ratio, and the ratio round by round (this round's two processes, run one
+    after the other): its median and range, which a drift between rounds
+    cannot bias."""
+    rows = ["| policy | baseline: CPU per run (ms) | this checkout (ms) | this / baseline | "
+            "round by round: median [min, max] |", "| --- | ---: | ---: | ---: | ---: |"]
+    for policy in policies:
+        base, this = times["baseline", policy], times["this checkout", policy]
+        paired = [after / before for before, after in zip(base, this)]
+        before, after = statistics.median(base) * 1000, statistics.median(this) * 1000
+        rows.append(f"| {policy} | {before:.1f} | {after:.1f} | {after / before:.2f} | "
+                    f"{statistics.median(paired):.2f} [{min(paired):.2f}, {max(paired):.2f}] |")
+    return rows
 
 
 if __name__ == "__main__":

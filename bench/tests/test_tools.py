@@ -215,3 +215,13 @@ def test_path_replay_replays_only_the_changed_runs_and_names_the_file_each_repro
     out = capsys.readouterr().out
     assert ": 1 runs whose queue path changed, replayed" in out
     assert "| the new run file | 1 |" in out and "old run file" not in out
+
+
+def test_sim_speed_pairs_the_rounds_of_the_two_sources():
+    from bench.sim_speed import speed_rows
+
+    # round by round 1.5, 0.5, 1.0 (median 1.00), while the medians by source give 0.75
+    times = {("baseline", "p"): [0.010, 0.030, 0.020], ("this checkout", "p"): [0.015, 0.015, 0.020]}
+    header, rule, row = speed_rows(times, ["p"])
+    assert row == "| p | 20.0 | 15.0 | 0.75 | 1.00 [0.50, 1.50] |"
+    assert header.count("|") == rule.count("|")
