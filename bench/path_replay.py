@@ -5,8 +5,8 @@ replay that gives back every old path shows that change moved them, alone.
 
     PYTHONPATH=SCRATCH/src python -m bench.path_replay OLD_RUNS NEW_RUNS [--workdir DIR]
 
-OLD_RUNS, NEW_RUNS: two `results/runs` folders (run files paired by relative
-path); each run is replayed from its metadata (instance spec, policy, its
+OLD_RUNS, NEW_RUNS: two `results/runs` folders (run files paired as `cqb
+compare` pairs them); each run is replayed from its metadata (instance spec, policy, its
 resolved parameters, horizon, seed) by simulate(), in DIR (where the pool
 files the specs name are; default: here). SCRATCH: a checkout built in place
 (`bench/trees.py`) for this interpreter.
@@ -15,7 +15,6 @@ files the specs name are; default: here). SCRATCH: a checkout built in place
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from collections import Counter
 from pathlib import Path
@@ -23,17 +22,16 @@ from pathlib import Path
 import numpy as np
 
 
-def changed_runs(old_root: Path, new_root: Path) -> list[Path]:
-    """Relative paths of the run files both trees hold whose queue paths differ."""
-    changed = []
-    for new in sorted(new_root.rglob("*.npz")):
-        old = old_root / new.relative_to(new_root)
-        if not old.exists():
-            continue
-        with np.load(old) as a, np.load(new) as b:
-            if "queue" in a.files and "queue" in b.files and not np.array_equal(a["queue"], b["queue"]):
-                changed.append(new.relative_to(new_root))
-    return changed
+def changed_runs(old_root: Path, new_root: Path) -> list[tuple[str, dict, dict]]:
+    """(relative path, old run, new run) of the runs both trees hold whose
+    queue paths differ, paired as `cqb compare` pairs them (by instance,
+    horizon, policy, parameters and seed)."""
+    from cqb.analysis.compare import SUPERSEDED, run_files
+
+    old_files, new_files = run_files(old_root), run_files(new_root)
+    paired = sorted((set(old_files) & set(new_files)) - {SUPERSEDED}, key=str)
+    return [(new_files[key][0], old_files[key][1], new_files[key][1]) for key in paired
+            if not np.array_equal(old_files[key][1]["queue"], new_files[key][1]["queue"])]
 
 
 def main(argv=None) -> int:
@@ -51,12 +49,11 @@ def main(argv=None) -> int:
     here, tally = os.getcwd(), Counter()
     os.chdir(args.workdir)
     try:
-        for rel in changed:
-            with np.load(old_root / rel) as a, np.load(new_root / rel) as b:
-                meta, old, new = json.loads(str(b["metadata"])), a["queue"], b["queue"]
+        for _, old, new in changed:
+            meta = new["metadata"]
             queue = np.asarray(simulate(meta["instance_spec"], meta["policy"], meta["policy_params"],
                                         meta["horizon"], meta["seed"]).queue)
-            tally[np.array_equal(queue, old), np.array_equal(queue, new)] += 1
+            tally[np.array_equal(queue, old["queue"]), np.array_equal(queue, new["queue"])] += 1
     finally:
         os.chdir(here)
     print("| the replay reproduces | runs |\n| --- | ---: |")

@@ -3,6 +3,7 @@ loop-start probe, the baseline trees, sim_speed's job sample, the timeline."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -197,20 +198,18 @@ def test_path_replay_replays_only_the_changed_runs_and_names_the_file_each_repro
     import numpy as np
 
     from bench import path_replay
+    from cqb.sim.runfile import save_run
 
     spec = SMALL
     for seed in (0, 1):
-        queue = np.asarray(simulate(spec, "cqb_opt", None, 60, seed).queue)
-        meta = json.dumps({"instance_spec": spec, "policy": "cqb_opt", "policy_params": None, "horizon": 60,
-                           "seed": seed})
-        old = queue.copy()
-        if seed == 1:
-            old[-1] += 1  # the old tree's path of seed 1 differs
-        for tree, path in (("old", old), ("new", queue)):
-            folder = tmp_path / tree / "runs" / "cqb_opt"
-            folder.mkdir(parents=True, exist_ok=True)
-            np.savez(folder / f"seed{seed}.npz", queue=path, metadata=np.array(meta))
-    assert path_replay.changed_runs(tmp_path / "old", tmp_path / "new") == [Path("runs/cqb_opt/seed1.npz")]
+        new = simulate(spec, "cqb_opt", None, 60, seed)
+        old = new
+        if seed == 1:  # the old tree's path of seed 1 differs
+            old = dataclasses.replace(new, queue=np.append(new.queue[:-1], new.queue[-1] + 1))
+        for tree, result in (("old", old), ("new", new)):
+            save_run(tmp_path / tree / "synth" / "T60" / "cqb_opt" / f"seed{seed}.npz", result)
+    changed = path_replay.changed_runs(tmp_path / "old", tmp_path / "new")
+    assert [name for name, _, _ in changed] == [str(Path("synth/T60/cqb_opt/seed1.npz"))]
     assert path_replay.main([str(tmp_path / "old"), str(tmp_path / "new"), "--workdir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert ": 1 runs whose queue path changed, replayed" in out

@@ -45,7 +45,7 @@ from .summaries import SummarySettings, final_phase_start, run_summary
 IMPLEMENTATION_PARAMS = ("kernel",)  # how a run was computed, not what: left out of the pairing
 
 
-def _run_files(root: Path) -> dict[tuple, tuple[str, dict]]:
+def run_files(root: Path) -> dict[tuple, tuple[str, dict]]:
     """{what the run ran: (relative path, the loaded run)} for every run file below ``root``.
     Two files that ran the same thing (a leftover under a label a changed default
     retired) resolve to the newer file; the older is listed under ``superseded``."""
@@ -63,14 +63,14 @@ def _run_files(root: Path) -> dict[tuple, tuple[str, dict]]:
     return files
 
 
-SUPERSEDED = ("superseded",)  # the key under which _run_files lists the older duplicates
+SUPERSEDED = ("superseded",)  # the key under which run_files lists the older duplicates
 
 
 def compare_run_trees(old: Path, new: Path, settings: SummarySettings = SummarySettings()) -> tuple[pd.DataFrame, dict]:
     """Per (instance, horizon, policy) group: runs paired, identical queue paths,
     the median first round at which the others differ, mean tail regrets.
     Also returns the code hashes seen on each side and the unpaired files."""
-    old_files, new_files = _run_files(Path(old)), _run_files(Path(new))
+    old_files, new_files = run_files(Path(old)), run_files(Path(new))
     superseded = {"old": old_files.pop(SUPERSEDED), "new": new_files.pop(SUPERSEDED)}
     paired = sorted(set(old_files) & set(new_files), key=str)
     if not paired:
