@@ -18,8 +18,11 @@ with the load averages. BASELINE is another checkout (its root or its
 With ``--jobs-from``, the simulations are instead a random sample of the
 simulate jobs a Snakemake log ran (its shell lines: instance spec, policy,
 parameters, horizon, seed), the mix of a whole replication, each job drawing
-its own trace; run from ``--workdir`` (where the pool files the specs name
-are), and reported per policy and for the whole sample.
+its own trace (with ``--cached-trace``, playing a trace file drawn first, as
+the workflow's jobs do); run from ``--workdir`` (where the pool files the specs name
+are), and reported per policy and for the whole sample: the ratio of the sums of
+CPU, the estimate of the ratio of the simulations' total CPU, with a
+bootstrap interval over the jobs.
 
 A measurement for docs/benchmarks.md, not a test: timings depend on the machine.
 """
@@ -64,16 +67,27 @@ with tempfile.TemporaryDirectory() as folder:
 
 
 SAMPLE_WORKER = """
-import json, sys, time
-from cqb.sim.simulate import simulate
-jobs = json.loads(sys.stdin.read())
-first = jobs[0]
-simulate(first["spec"], first["policy"], first["params"], first["horizon"], first["seed"])  # warm-up
-times = []
-for job in jobs:
-    start = time.process_time()
-    simulate(job["spec"], job["policy"], job["params"], job["horizon"], job["seed"])
-    times.append(time.process_time() - start)
+import json, os, sys, tempfile, time
+from cqb.sim.simulate import draw, simulate
+from cqb.sim.trace import save_trace
+jobs, cached = json.loads(sys.stdin.read())
+with tempfile.TemporaryDirectory() as folder:
+    files = {}  # with cached: each (instance, horizon, seed)'s trace file, drawn first, untimed, as the workflow shares it
+    for job in jobs if cached else []:
+        key = json.dumps([job["spec"], job["horizon"], job["seed"]], sort_keys=True)
+        if key not in files:
+            instance, _, trace, oracle_path = draw(job["spec"], job["horizon"], job["seed"])
+            files[key] = os.path.join(folder, f"{len(files)}.npz")
+            save_trace(files[key], instance, job["spec"], job["horizon"], job["seed"], trace, oracle_path)
+    def run(job):
+        key = json.dumps([job["spec"], job["horizon"], job["seed"]], sort_keys=True)
+        simulate(job["spec"], job["policy"], job["params"], job["horizon"], job["seed"], trace_file=files.get(key))
+    run(jobs[0])  # warm-up
+    times = []
+    for job in jobs:
+        start = time.process_time()
+        run(job)
+        times.append(time.process_time() - start)
 print(json.dumps(times))
 """
 
@@ -110,23 +124,38 @@ def sampled_jobs(log: Path, size: int, seed: int) -> list[dict]:
     return random.Random(seed).sample(jobs, min(size, len(jobs)))
 
 
-def sample_table(sources: dict, jobs: list[dict], rounds: int, workdir: Path) -> list[str]:
+def sample_table(sources: dict, jobs: list[dict], rounds: int, workdir: Path, cached: bool = False) -> list[str]:
     times = {name: [] for name in sources}
     for round_number in range(rounds):
         order = list(sources) if round_number % 2 == 0 else list(reversed(sources))
         for name in order:
-            times[name].append(json.loads(_worker(sources[name], SAMPLE_WORKER, jobs, "the sample", workdir)))
+            times[name].append(json.loads(_worker(sources[name], SAMPLE_WORKER, [jobs, cached], "the sample",
+                                                  workdir)))
     # per job, the fastest of the rounds: the least disturbed by other work
     best = {name: [min(column) for column in zip(*times[name])] for name in sources}
-    rows = ["| policy | sampled runs | baseline: CPU per run (ms) | this checkout (ms) | this / baseline |",
-            "| --- | ---: | ---: | ---: | ---: |"]
+    return sample_rows(jobs, best["baseline"], best["this checkout"])
+
+
+def sample_rows(jobs: list[dict], before: list[float], after: list[float], resamples: int = 2000) -> list[str]:
+    """Per policy and for the whole sample: the mean CPU per run of each
+    source and the ratio of their sums, which estimates the ratio of the
+    simulations' total CPU over the jobs sampled from; with a 95 % interval by
+    the bootstrap over jobs, each job's pair kept together."""
+    import numpy as np
+
+    rng = np.random.default_rng(np.random.SeedSequence(0))
+    rows = ["| policy | sampled runs | baseline: CPU per run (ms) | this checkout (ms) | this / baseline | "
+            "95 % interval (bootstrap over jobs) |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
     policies = sorted({job["policy"] for job in jobs},
-                      key=lambda policy: -sum(t for job, t in zip(jobs, best["baseline"]) if job["policy"] == policy))
+                      key=lambda policy: -sum(t for job, t in zip(jobs, before) if job["policy"] == policy))
     for policy in policies + [None]:
-        picked = [i for i, job in enumerate(jobs) if policy is None or job["policy"] == policy]
-        before = sum(best["baseline"][i] for i in picked) / len(picked) * 1000
-        after = sum(best["this checkout"][i] for i in picked) / len(picked) * 1000
-        rows.append(f"| {policy or '**all**'} | {len(picked)} | {before:.0f} | {after:.0f} | {after / before:.2f} |")
+        picked = np.array([i for i, job in enumerate(jobs) if policy is None or job["policy"] == policy])
+        old, new = np.asarray(before)[picked], np.asarray(after)[picked]
+        draws = rng.integers(0, len(picked), size=(resamples, len(picked)))
+        ratios = new[draws].sum(axis=1) / old[draws].sum(axis=1)
+        low, high = np.quantile(ratios, [0.025, 0.975])
+        rows.append(f"| {policy or '**all**'} | {len(picked)} | {old.mean() * 1000:.1f} | {new.mean() * 1000:.1f} | "
+                    f"{new.sum() / old.sum():.2f} | [{low:.2f}, {high:.2f}] |")
     return rows
 
 
@@ -156,9 +185,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.jobs_from:
         jobs = sampled_jobs(args.jobs_from, args.sample, args.sample_seed)
         load_before = os.getloadavg()
-        rows = sample_table(sources, jobs, args.rounds, args.workdir.resolve())
+        rows = sample_table(sources, jobs, args.rounds, args.workdir.resolve(), args.cached_trace)
         load_after = os.getloadavg()
-        print(f"simulate() per run (instance, trace drawn, policy, optimal queue), {len(jobs)} simulate jobs "
+        what = ("on its trace file (drawn first, untimed, once per instance, horizon and seed)"
+                if args.cached_trace else "(instance, trace drawn, policy, optimal queue)")
+        print(f"simulate() per run {what}, {len(jobs)} simulate jobs "
               f"sampled (seed {args.sample_seed}) from {args.jobs_from}, each source {args.rounds} times in one "
               f"process per round, alternating, the fastest round per job; baseline {args.baseline}; "
               f"load average (1, 5, 15 min) {', '.join(f'{x:.2f}' for x in load_before)} before, "

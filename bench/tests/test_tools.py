@@ -86,6 +86,24 @@ def test_sim_speed_samples_the_simulate_jobs_of_a_snakemake_log(tmp_path):
     assert len(sampled_jobs(log, 1, 0)) == 1
 
 
+def test_the_sampled_jobs_ratio_is_of_the_sums_with_a_paired_bootstrap_interval():
+    """The whole sample's ratio is Σ this / Σ baseline (the total CPU's), not a
+    mean of the jobs' ratios; the interval holds it; a job's pair resampled
+    together: with every job exactly 0.5× its baseline the interval is a point."""
+    from bench.sim_speed import sample_rows
+
+    jobs = [{"policy": "cqb_opt"}] * 3 + [{"policy": "random"}]
+    before = [0.1, 0.2, 0.4, 1.0]
+    after = [0.05, 0.1, 0.2, 1.0]  # the jobs' ratios average 0.625; the sums' ratio is 1.35 / 1.7
+    rows = sample_rows(jobs, before, after)
+    cells = {row.split(" | ")[0].strip("| *"): row.split(" | ") for row in rows[2:]}
+    assert cells["all"][4] == f"{1.35 / 1.7:.2f}"
+    low, high = (float(x) for x in cells["all"][5].strip("[] |").split(", "))
+    assert low <= 1.35 / 1.7 <= high and low < high
+    assert cells["cqb_opt"][4] == "0.50" and cells["cqb_opt"][5].strip(" |") == "[0.50, 0.50]"
+    assert cells["cqb_opt"][2:4] == ["233.3", "116.7"]
+
+
 def test_timeline_counts_the_seconds_short_of_jobs():
     """Two jobs side by side for two seconds, one alone for three, a second
     with none, a checkpoint alone: 5 short seconds, one of them empty, blamed

@@ -153,14 +153,14 @@ def quad_form(mat: cython.p_double, mo: cython.Py_ssize_t, x: cython.p_double, x
               d: cython.Py_ssize_t, index: cython.pointer(cython.Py_ssize_t), m: cython.Py_ssize_t) -> cython.double:
     """xᵀ M x over x's non-zeros in index[:m] (m = d: dense)."""
     total: cython.double = 0.0
-    inner: cython.double
-    p: cython.Py_ssize_t
-    q: cython.Py_ssize_t
     a: cython.Py_ssize_t
     if m == d:
         for a in range(d):
             total += dot(mat, mo + a * d, x, xo, d) * x[xo + a]
         return total
+    inner: cython.double
+    p: cython.Py_ssize_t
+    q: cython.Py_ssize_t
     for p in range(m):
         inner = 0.0
         for q in range(m):
@@ -339,9 +339,15 @@ def add_gram_row(mat: cython.p_double, d: cython.Py_ssize_t, x: cython.p_double,
     q: cython.Py_ssize_t
     a: cython.Py_ssize_t
     wa: cython.double
+    if m == d:  # contiguous, which the compiler vectorises; the gather below would not be
+        for a in range(d):
+            wa = weight * x[row + a]  # (w x_a) x_b: the product's left operand as written, so the same bits
+            for q in range(a, d):
+                mat[a * d + q] += wa * x[row + q]
+        return
     for p in range(m):
         a = index[p]
-        wa = weight * x[row + a]  # (w x_a) x_b: the product's left operand as written, so the same bits
+        wa = weight * x[row + a]
         for q in range(p, m):
             mat[a * d + index[q]] += wa * x[row + index[q]]
 

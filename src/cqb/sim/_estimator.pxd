@@ -66,5 +66,5 @@ cdef class Estimator:
     cpdef double width(self, long long n_samples, double bound) noexcept
     cdef bint add(self, Py_ssize_t k, double[::1] xs, Py_ssize_t xo, double outcome)
     cdef void refit(self, Py_ssize_t k)
-    cdef void rank_one(self, Py_ssize_t k, double[::1] xs, Py_ssize_t xo, double weight)
+    cdef void rank_one(self, Py_ssize_t k, double[::1] xs, Py_ssize_t xo, Py_ssize_t slot, double weight)
     cdef void project(self, Py_ssize_t k, double norm, double bound)

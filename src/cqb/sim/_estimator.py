@@ -122,23 +122,23 @@ class Estimator:
         growth: cython.longlong
         if n > self.capacity:
             raise IndexError(f"server {k} has room for {self.capacity} samples")
-        base: cython.Py_ssize_t = (k * self.capacity + (n - 1)) * d
+        slot: cython.Py_ssize_t = k * self.capacity + n - 1
+        base: cython.Py_ssize_t = slot * d
         for a in range(d):
             self._x[base + a] = xs[xo + a]
-        self._y[k * self.capacity + n - 1] = outcome
-        slot: cython.Py_ssize_t = k * self.capacity + n - 1
+        self._y[slot] = outcome
         self._support_len[slot] = row_support(at(self._x), base, d, index_from(self._support, slot * d))
         self._n[k] = n
         refitted: cython.bint = n >= self._next[k]
         if refitted:
-            self.rank_one(k, xs, xo, 0.0)  # V⁻¹ only: the refit rebuilds H⁻¹
+            self.rank_one(k, xs, xo, slot, 0.0)  # V⁻¹ only: the refit rebuilds H⁻¹
             self.refit(k)
             growth = cython.cast(cython.longlong, ceil(n * self.refit_growth))
             self._next[k] = n + 1 if n < self.refit_min_samples else n + max(growth, 1)
         else:
             # one Newton step on (quadratic model of the old data) + the new sample
             prob: cython.double = logistic(dot(at(xs), xo, at(self._mle), k * d, d))
-            self.rank_one(k, xs, xo, logistic_slope(prob))
+            self.rank_one(k, xs, xo, slot, logistic_slope(prob))
             for a in range(d):
                 self._mle[k * d + a] -= (prob - outcome) * self._hx[a]
         bound: cython.double = self._bounds[k]
@@ -189,16 +189,19 @@ class Estimator:
 
     @cython.cfunc
     def rank_one(self, k: cython.Py_ssize_t, xs: cython.double[::1], xo: cython.Py_ssize_t,
-                 weight: cython.double) -> cython.void:
+                 slot: cython.Py_ssize_t, weight: cython.double) -> cython.void:
         """Sherman–Morrison on V⁻¹ (weight 1) and, when weight > 0, on H⁻¹
-        (weight μ̇); leaves H⁻¹x in _hx. With u = Mx/√(1/w + xᵀMx), outer(u, u)
+        (weight μ̇) for the sample x just stored at ``slot`` (its support read
+        from there); leaves H⁻¹x in _hx. With u = Mx/√(1/w + xᵀMx), outer(u, u)
         is exactly symmetric, so both inverses stay symmetric."""
         d: cython.Py_ssize_t = self.dim
         vo: cython.Py_ssize_t = k * 2 * d * d
         ho: cython.Py_ssize_t = vo + d * d
         a: cython.Py_ssize_t
         b: cython.Py_ssize_t
-        m: cython.Py_ssize_t = row_support(at(xs), xo, d, index_at(self._index))
+        m: cython.Py_ssize_t = self._support_len[slot]
+        for a in range(m):
+            self._index[a] = self._support[slot * d + a]
         algebra: DenseAlgebra = self._algebra
         algebra.matvec(self._inv, vo, xs, xo, self._u, d, self._index, m)
         scale: cython.double = 1.0 / sqrt(1.0 + row_dot(at(self._u), 0, at(xs), xo, d, index_at(self._index), m))
