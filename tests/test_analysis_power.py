@@ -136,3 +136,60 @@ def test_the_confirmatory_power_on_todays_core_is_the_generated_file():
     today = current[f"{entry['name']}__{entry['policy']}"]
     assert today["seeds"] == entry["seeds"]
     assert today["pilot"] == [f"{e['moved']}/{e['counted']} of {e['seeds']}" for e in entry["observed"]]
+
+
+def _counted_power_from_scratch(p, max_counted, alpha, margin, comparisons, threshold=0.5, upward=True):
+    """counted_power as written before its tables: each call's own bounds, no cache."""
+    confidence, fail_confidence = procedure_levels(alpha, 1, comparisons)
+    c_parts, k_parts = [], []
+    for c in range(max_counted + 1):
+        spread = 9 * np.sqrt(c * p * (1 - p)) + 2
+        k = np.arange(max(0, int(c * p - spread)), min(c, int(np.ceil(c * p + spread))) + 1)
+        c_parts.append(np.full(k.size, c))
+        k_parts.append(k)
+    c, k = np.concatenate(c_parts), np.concatenate(k_parts)
+    verdicts = comparison_verdicts(*binomial_bounds(k, c, confidence), *binomial_bounds(k, c, fail_confidence),
+                                   threshold, margin, upward)
+    ok = np.isin(verdicts.astype(str), list(correct_verdicts(p, margin, threshold, upward))).astype(np.float64)
+    from scipy.stats import binom
+
+    return np.bincount(c, weights=binom.pmf(k, c, p) * ok, minlength=max_counted + 1)
+
+
+def test_the_cached_power_tables_equal_a_computation_from_scratch_on_every_call():
+    """counted_power's cache and its shared bounds tables against each call
+    computed alone, bit for bit: calls in an order that reuses a table (the
+    same level, other shares and sizes, another direction and threshold), and
+    comparison_power's pmf in one call against one per N; a caller that writes
+    into the returned array does not change the next call's."""
+    from cqb.analysis.power import counted_power
+
+    calls = [(Effect("a", 30, 50, 60), 120, 0.05, 0.15, 2, None, 0.5, True),
+             (Effect("b", 12, 40, 50), 80, 0.05, 0.15, 2, None, 0.5, True),  # the same levels, another share
+             (Effect("a", 30, 50, 60), 200, 0.05, 0.15, 2, None, 0.5, True),  # a larger size after a smaller
+             (Effect("a", 30, 50, 60), 60, 0.05, 0.15, 2, None, 0.5, True),  # a smaller after a larger
+             (Effect("a", 30, 50, 60), 60, 0.05, 0.15, 2, 0.55, 0.5, True),  # a shrunken share
+             (Effect("c", 3, 40, 50), 90, 0.1, 0.05, 3, None, 0.1, False),  # a bound below, another level
+             (Effect("c", 3, 40, 50), 90, 0.1, 0.05, 3, None, 0.1, True),  # only the direction differs
+             (Effect("a", 30, 50, 60), 120, 0.05, 0.15, 2, None, 0.5, True)]  # the first again, from the cache
+    for effect, n, alpha, margin, comparisons, share, threshold, upward in calls:
+        p = effect.share if share is None else share
+        got = counted_power(effect, n, alpha, margin, comparisons, share, threshold, upward)
+        assert np.array_equal(got, _counted_power_from_scratch(p, n, alpha, margin, comparisons, threshold, upward))
+        got[:] = -1.0
+    effect, seeds = Effect("a", 30, 50, 60), [3, 17, 60, 41]
+    from scipy.stats import binom
+
+    given = _counted_power_from_scratch(effect.share, 60, 0.05, 0.15, 2)
+    alone = [float(np.dot(binom.pmf(np.arange(n + 1), n, effect.signed), given[:n + 1])) for n in seeds]
+    assert comparison_power(effect, seeds, 0.05, 0.15, 2).tolist() == alone
+
+
+def test_the_mean_powers_quantiles_in_one_call_are_those_of_one_call_per_size():
+    """mean_power reads every N's t quantiles from one call; each power equals
+    the one computed alone, bit for bit."""
+    from cqb.analysis.power import mean_power
+
+    seeds = [2, 5, 30, 31, 400]
+    together = mean_power(0.02, 0.1, seeds, 0.05, 0.01, 4)
+    assert together.tolist() == [mean_power(0.02, 0.1, [n], 0.05, 0.01, 4)[0] for n in seeds]

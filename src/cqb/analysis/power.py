@@ -21,6 +21,7 @@ whatever the dependence between comparisons.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -62,9 +63,20 @@ def counted_power(effect: Effect, max_counted: int, alpha: float, margin: float,
     (the rest weighs below 1e-18). ``share``: a true p other than the
     effect's observed one (a replication's shrunken effect); ``threshold``
     and ``upward``: a share judged against another bound than 1/2 (a stall
-    rate below its bound: upward False)."""
-    confidence, fail_confidence = procedure_levels(alpha, 1, comparisons)
+    rate below its bound: upward False).
+
+    Computed once per true share and arguments (the analyses ask again), its
+    exact bounds read from one table per level (:func:`_bounds_table`)."""
     p = effect.share if share is None else float(share)
+    return _counted_power_table(p, int(max_counted), float(alpha), float(margin), int(comparisons),
+                                float(threshold), bool(upward)).copy()
+
+
+@functools.lru_cache(maxsize=128)
+def _counted_power_table(p: float, max_counted: int, alpha: float, margin: float, comparisons: int,
+                         threshold: float, upward: bool) -> np.ndarray:
+    """:func:`counted_power` at the true share ``p``, computed (read-only: cached)."""
+    confidence, fail_confidence = procedure_levels(alpha, 1, comparisons)
     c_parts, k_parts = [], []
     for c in range(max_counted + 1):
         spread = 9 * np.sqrt(c * p * (1 - p)) + 2
@@ -72,11 +84,27 @@ def counted_power(effect: Effect, max_counted: int, alpha: float, margin: float,
         c_parts.append(np.full(k.size, c))
         k_parts.append(k)
     c, k = np.concatenate(c_parts), np.concatenate(k_parts)
-    low, high = binomial_bounds(k, c, confidence)
-    wide_low, wide_high = binomial_bounds(k, c, fail_confidence)
+    at = c * (c + 1) // 2 + k  # (k, c)'s place in the tables
+    low, high = (bounds[at] for bounds in _bounds_table(confidence, max_counted))
+    wide_low, wide_high = (bounds[at] for bounds in _bounds_table(fail_confidence, max_counted))
     verdicts = comparison_verdicts(low, high, wide_low, wide_high, threshold, margin, upward)
     ok = np.isin(verdicts.astype(str), list(correct_verdicts(p, margin, threshold, upward))).astype(np.float64)
-    return np.bincount(c, weights=_binomial_pmf(k, c, p) * ok, minlength=max_counted + 1)
+    table = np.bincount(c, weights=_binomial_pmf(k, c, p) * ok, minlength=max_counted + 1)
+    table.flags.writeable = False
+    return table
+
+
+@functools.lru_cache(maxsize=8)
+def _bounds_table(confidence: float, max_trials: int) -> tuple[np.ndarray, np.ndarray]:
+    """The exact bounds of :func:`binomial_bounds` at ``confidence`` for every
+    k ≤ c ≤ ``max_trials``, (k, c) at c(c + 1)/2 + k: computed once, element
+    by element the same values, for the effects that share a level."""
+    c = np.repeat(np.arange(max_trials + 1), np.arange(max_trials + 1) + 1)
+    k = np.arange(c.size) - c * (c + 1) // 2
+    tables = binomial_bounds(k, c, confidence)
+    for table in tables:
+        table.flags.writeable = False
+    return tables
 
 
 def comparison_power(effect: Effect, seeds, alpha: float, margin: float, comparisons: int,
@@ -85,8 +113,12 @@ def comparison_power(effect: Effect, seeds, alpha: float, margin: float, compari
     (``share``, ``threshold``, ``upward``: as :func:`counted_power`)."""
     seeds = np.atleast_1d(np.asarray(seeds, dtype=int))
     given_counted = counted_power(effect, int(seeds.max()), alpha, margin, comparisons, share, threshold, upward)
-    return np.array([float(np.dot(_binomial_pmf(np.arange(n + 1), n, effect.signed), given_counted[:n + 1]))
-                     for n in seeds])
+    # P(c signed of n) for every n at once (one call, the same values), each n's then dotted as before
+    pmf = _binomial_pmf(np.concatenate([np.arange(n + 1) for n in seeds]), np.repeat(seeds, seeds + 1),
+                        effect.signed)
+    starts = np.concatenate([[0], np.cumsum(seeds + 1)])
+    return np.array([float(np.dot(pmf[start:start + n + 1], given_counted[:n + 1]))
+                     for start, n in zip(starts, seeds)])
 
 
 def claim_power(effects: Sequence[Effect], seeds, alpha: float, margin: float, comparisons: int) -> np.ndarray:
@@ -155,10 +187,13 @@ def mean_power(mean: float, sd: float, seeds, alpha: float, margin: float, compa
     confidence, fail_confidence = procedure_levels(alpha, 1, comparisons)
     right = list(correct_verdicts(mean, margin, threshold, upward))
     out = np.empty(seeds.size)
+    # the t quantiles of every N in one call each (elementwise: the values of one call per N)
+    narrow_t = student.ppf(1 - (1 - confidence) / 2, seeds - 1)
+    wide_t = student.ppf(1 - (1 - fail_confidence) / 2, seeds - 1)
     for i, n in enumerate(seeds):
         se = sd / np.sqrt(n)
-        half = float(student.ppf(1 - (1 - confidence) / 2, n - 1)) * se
-        wide = float(student.ppf(1 - (1 - fail_confidence) / 2, n - 1)) * se
+        half = float(narrow_t[i]) * se
+        wide = float(wide_t[i]) * se
         cuts = np.unique(threshold + np.array([-half, half, -wide, wide, margin - half, half - margin,
                                                -margin + half, -(half - margin)]))
         edges = np.concatenate([[-np.inf], cuts, [np.inf]])
