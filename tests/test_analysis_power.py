@@ -139,15 +139,12 @@ def test_the_confirmatory_power_on_todays_core_is_the_generated_file():
 
 
 def _counted_power_from_scratch(p, max_counted, alpha, margin, comparisons, threshold=0.5, upward=True):
-    """counted_power as written before its tables: each call's own bounds, no cache."""
+    """counted_power as written before its tables: each call's own bounds, no cache (the grid of
+    (c, k) pairs it sums over is the same function's)."""
+    from cqb.analysis.power import moved_grid
+
     confidence, fail_confidence = procedure_levels(alpha, 1, comparisons)
-    c_parts, k_parts = [], []
-    for c in range(max_counted + 1):
-        spread = 9 * np.sqrt(c * p * (1 - p)) + 2
-        k = np.arange(max(0, int(c * p - spread)), min(c, int(np.ceil(c * p + spread))) + 1)
-        c_parts.append(np.full(k.size, c))
-        k_parts.append(k)
-    c, k = np.concatenate(c_parts), np.concatenate(k_parts)
+    c, k = moved_grid(p, max_counted)
     verdicts = comparison_verdicts(*binomial_bounds(k, c, confidence), *binomial_bounds(k, c, fail_confidence),
                                    threshold, margin, upward)
     ok = np.isin(verdicts.astype(str), list(correct_verdicts(p, margin, threshold, upward))).astype(np.float64)

@@ -72,18 +72,24 @@ def counted_power(effect: Effect, max_counted: int, alpha: float, margin: float,
                                 float(threshold), bool(upward)).copy()
 
 
-@functools.lru_cache(maxsize=128)
-def _counted_power_table(p: float, max_counted: int, alpha: float, margin: float, comparisons: int,
-                         threshold: float, upward: bool) -> np.ndarray:
-    """:func:`counted_power` at the true share ``p``, computed (read-only: cached)."""
-    confidence, fail_confidence = procedure_levels(alpha, 1, comparisons)
+def moved_grid(p: float, max_counted: int) -> tuple[np.ndarray, np.ndarray]:
+    """The pairs (c signed pairs, k moved) the power sums over: for each
+    c ≤ ``max_counted``, the k within 9 standard deviations of c·p."""
     c_parts, k_parts = [], []
     for c in range(max_counted + 1):
         spread = 9 * np.sqrt(c * p * (1 - p)) + 2
         k = np.arange(max(0, int(c * p - spread)), min(c, int(np.ceil(c * p + spread))) + 1)
         c_parts.append(np.full(k.size, c))
         k_parts.append(k)
-    c, k = np.concatenate(c_parts), np.concatenate(k_parts)
+    return np.concatenate(c_parts), np.concatenate(k_parts)
+
+
+@functools.lru_cache(maxsize=128)
+def _counted_power_table(p: float, max_counted: int, alpha: float, margin: float, comparisons: int,
+                         threshold: float, upward: bool) -> np.ndarray:
+    """:func:`counted_power` at the true share ``p``, computed (read-only: cached)."""
+    confidence, fail_confidence = procedure_levels(alpha, 1, comparisons)
+    c, k = moved_grid(p, max_counted)
     at = c * (c + 1) // 2 + k  # (k, c)'s place in the tables
     low, high = (bounds[at] for bounds in _bounds_table(confidence, max_counted))
     wide_low, wide_high = (bounds[at] for bounds in _bounds_table(fail_confidence, max_counted))
