@@ -199,11 +199,12 @@ def test_the_handoff_cost_counts_a_workers_runs_while_it_lives_and_once_after_it
     server = run_client.start(client=False, worker_runs=2)
     try:
         readings = [_server_cpu(server.pid)[1]]
-        # the same run twice (the same work, so a double count reads as 2x, not as another seed's cost);
+        # the same run twice (the same work, so a double count reads as 2x, not as another seed's cost),
+        # long enough that the run outweighs the first's warm-up and the second's exit;
         # the second is the worker's last: it exits and is reaped
         for name in ("first", "second"):
             done = subprocess.run([str(Path(sys.executable).parent / "cqb"), "run", "--policy", "cqb_opt", "--seed",
-                                   "1", "--horizon", "20000", "--out", str(tmp_path / f"{name}.npz")],
+                                   "1", "--horizon", "100000", "--out", str(tmp_path / f"{name}.npz")],
                                   capture_output=True, text=True, timeout=60)
             assert done.returncode == 0 and "running in this process" not in done.stderr, done.stderr
             readings.append(_server_cpu(server.pid)[1])
