@@ -72,16 +72,17 @@ from cqb.sim.simulate import draw, simulate
 from cqb.sim.trace import save_trace
 jobs, cached = json.loads(sys.stdin.read())
 with tempfile.TemporaryDirectory() as folder:
-    files = {}  # with cached: each (instance, horizon, seed)'s trace file, drawn first, untimed, as the workflow shares it
+    def trace_key(job):  # the workflow shares a trace between the runs of one instance, horizon and seed
+        return json.dumps([job["spec"], job["horizon"], job["seed"]], sort_keys=True)
+    files = {}  # with cached: each trace_key's file, drawn first, untimed
     for job in jobs if cached else []:
-        key = json.dumps([job["spec"], job["horizon"], job["seed"]], sort_keys=True)
-        if key not in files:
+        if trace_key(job) not in files:
             instance, _, trace, oracle_path = draw(job["spec"], job["horizon"], job["seed"])
-            files[key] = os.path.join(folder, f"{len(files)}.npz")
-            save_trace(files[key], instance, job["spec"], job["horizon"], job["seed"], trace, oracle_path)
+            files[trace_key(job)] = path = os.path.join(folder, f"{len(files)}.npz")
+            save_trace(path, instance, job["spec"], job["horizon"], job["seed"], trace, oracle_path)
     def run(job):
-        key = json.dumps([job["spec"], job["horizon"], job["seed"]], sort_keys=True)
-        simulate(job["spec"], job["policy"], job["params"], job["horizon"], job["seed"], trace_file=files.get(key))
+        simulate(job["spec"], job["policy"], job["params"], job["horizon"], job["seed"],
+                 trace_file=files.get(trace_key(job)))
     run(jobs[0])  # warm-up
     times = []
     for job in jobs:

@@ -66,7 +66,7 @@ def counted_power(effect: Effect, max_counted: int, alpha: float, margin: float,
     rate below its bound: upward False).
 
     Computed once per true share and arguments (the analyses ask again), its
-    exact bounds read from one table per level (:func:`_bounds_table`)."""
+    exact bounds shared between the effects at a level (:func:`_level_bounds`)."""
     p = effect.share if share is None else float(share)
     return _counted_power_table(p, int(max_counted), float(alpha), float(margin), int(comparisons),
                                 float(threshold), bool(upward)).copy()
@@ -90,9 +90,8 @@ def _counted_power_table(p: float, max_counted: int, alpha: float, margin: float
     """:func:`counted_power` at the true share ``p``, computed (read-only: cached)."""
     confidence, fail_confidence = procedure_levels(alpha, 1, comparisons)
     c, k = moved_grid(p, max_counted)
-    at = c * (c + 1) // 2 + k  # (k, c)'s place in the tables
-    low, high = (bounds[at] for bounds in _bounds_table(confidence, max_counted))
-    wide_low, wide_high = (bounds[at] for bounds in _bounds_table(fail_confidence, max_counted))
+    low, high = _level_bounds(k, c, confidence)
+    wide_low, wide_high = _level_bounds(k, c, fail_confidence)
     verdicts = comparison_verdicts(low, high, wide_low, wide_high, threshold, margin, upward)
     ok = np.isin(verdicts.astype(str), list(correct_verdicts(p, margin, threshold, upward))).astype(np.float64)
     table = np.bincount(c, weights=_binomial_pmf(k, c, p) * ok, minlength=max_counted + 1)
@@ -100,17 +99,32 @@ def _counted_power_table(p: float, max_counted: int, alpha: float, margin: float
     return table
 
 
-@functools.lru_cache(maxsize=8)
-def _bounds_table(confidence: float, max_trials: int) -> tuple[np.ndarray, np.ndarray]:
-    """The exact bounds of :func:`binomial_bounds` at ``confidence`` for every
-    k ≤ c ≤ ``max_trials``, (k, c) at c(c + 1)/2 + k: computed once, element
-    by element the same values, for the effects that share a level."""
-    c = np.repeat(np.arange(max_trials + 1), np.arange(max_trials + 1) + 1)
-    k = np.arange(c.size) - c * (c + 1) // 2
-    tables = binomial_bounds(k, c, confidence)
-    for table in tables:
-        table.flags.writeable = False
-    return tables
+# {confidence: the largest c it covers, and the exact bounds of every k <= c up to it, (k, c) at
+# c(c + 1)/2 + k}; and {confidence: the largest c asked so far}
+_BOUNDS_TABLES: dict[float, tuple[int, np.ndarray, np.ndarray]] = {}
+_LARGEST_ASKED: dict[float, int] = {}
+
+
+def _level_bounds(k: np.ndarray, c: np.ndarray, confidence: float) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`binomial_bounds` of the pairs (k, c), element by element the
+    same values. Pairs reaching past every c asked before at this level (the
+    first effect, a sample-size search going further) are computed alone: a
+    band of about 18·√c moved counts per c. Pairs within a range asked before
+    (several effects, or the same one again) are read from one table of every
+    k ≤ c over that range, computed once."""
+    most = int(c.max(initial=0))
+    table = _BOUNDS_TABLES.get(confidence)
+    if table is None or table[0] < most:
+        asked = _LARGEST_ASKED.get(confidence, -1)
+        if most > asked:
+            _LARGEST_ASKED[confidence] = most
+            return binomial_bounds(k, c, confidence)
+        every_c = np.repeat(np.arange(asked + 1), np.arange(asked + 1) + 1)
+        every_k = np.arange(every_c.size) - every_c * (every_c + 1) // 2
+        table = (asked, *binomial_bounds(every_k, every_c, confidence))
+        _BOUNDS_TABLES[confidence] = table
+    at = c * (c + 1) // 2 + k
+    return table[1][at], table[2][at]
 
 
 def comparison_power(effect: Effect, seeds, alpha: float, margin: float, comparisons: int,
