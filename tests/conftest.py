@@ -3,11 +3,15 @@ and the policy registry with or without a plugin installed."""
 
 from __future__ import annotations
 
+import fcntl
 import importlib
+import importlib.util
+import os
 import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
@@ -20,25 +24,26 @@ from cqb.sim.simulate import RunResult
 REPO = Path(__file__).resolve().parent.parent
 
 # The test files that run Snakemake end to end, the longest first (wall time
-# of each under `-n 2 --dist loadfile`, in this order: about 170, 270, 110,
-# not yet timed (test_workflow_output.py), 90, 60, 40, 20 and 6 s). Each file
-# goes whole to one worker, in the order of the collection; xdist's own
-# reordering (by number of tests per file, turned off in pyproject.toml)
-# would start these few-test, long files last. The Slurm
-# file leads because most of it waits on the cluster, time the other worker's
-# runs can use. tests/test_suite_order.py keeps every slow file in this list.
+# of each under `-n 2 --dist loadfile`, in this order: about 180, 170, 80, 55,
+# 40, 35, 30, 25, 15 and 15 s; Figure 7's reads the shared smoke run, built by
+# then). Each file goes whole to one worker, in the order of the collection;
+# xdist's own reordering (by number of tests per file, turned off in
+# pyproject.toml) would start these few-test, long files last. The Slurm file
+# leads: its runs wait on the cluster while the other worker builds the shared
+# smoke run (shared_smoke_run) that both files read. tests/test_suite_order.py
+# keeps every slow file in this list.
 LONGEST_FILES_FIRST = (
     "test_workflow_slurm.py",
     "test_workflow.py",
-    "test_workflow_fig7.py",
     "test_workflow_output.py",
-    "test_workflow_candidates.py",
-    "test_analysis_replication.py",
-    "test_workflow_data.py",
-    "test_mnist_readers.py",
-    "test_workflow_traces.py",
     "test_jobs_faults.py",
+    "test_workflow_data.py",
+    "test_workflow_traces.py",
+    "test_analysis_replication.py",
+    "test_workflow_candidates.py",
+    "test_mnist_readers.py",
     "test_workflow_module.py",
+    "test_workflow_fig7.py",
 )
 
 
@@ -97,6 +102,71 @@ def copy_workflow(destination: Path) -> Path:
                             ignore=shutil.ignore_patterns("__pycache__", ".snakemake"))
         else:
             shutil.copy2(source, destination / name)
+    return destination
+
+
+# ------------------------------------------------------------------ the shared smoke run
+
+DATASETS_MIRROR = REPO.parent / "shared" / "datasets"
+CAN_RUN_REAL_DATA = DATASETS_MIRROR.is_dir() and importlib.util.find_spec("torchvision") is not None
+SMOKE_CONFIG = ("--configfile", "config/smoke.yaml")
+
+
+def smoke_targets() -> list[str]:
+    """What tests/test_workflow.py reads of the smoke run: the claims include the
+    real-data experiments, so they need fig4's data (the mirror and torchvision)."""
+    return ["fig2", "fig3", "fig5", "fig6", "powered_claims", "tuning"] + (
+        ["fig4", "claims", "calibration", "replication"] if CAN_RUN_REAL_DATA else [])
+
+
+def shared_smoke_targets() -> list[str]:
+    """The shared run's targets: the smoke targets, and Figure 7 where the data allow."""
+    return smoke_targets() + (["fig7", "fig4_assumptions"] if CAN_RUN_REAL_DATA else [])
+
+
+def smoke_args(*targets, cores=2) -> list[str]:
+    # targets first: --configfile takes every following word as a file
+    return [*targets, "--cores", str(cores), *SMOKE_CONFIG, "--config", f"data={{mirror: {DATASETS_MIRROR}}}"]
+
+
+def session_folder(tmp_path_factory) -> Path:
+    """A folder of this pytest session that every xdist worker sees (the
+    workers' base folders share their parent, which is the session's own)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def shared_smoke_run(tmp_path_factory) -> tuple[Path, float]:
+    """One end-to-end smoke run for the whole session, whichever worker asks
+    first (the others wait on its lock): (its workflow copy, its seconds).
+    Tests only read it or run Snakemake dry on it; a test that writes copies
+    it (copy_smoke_run). A failed run fails every test that asks, with its
+    output."""
+    folder = session_folder(tmp_path_factory) / "shared-smoke"
+    folder.mkdir(exist_ok=True)
+    workdir, done, failed = folder / "repo", folder / "seconds", folder / "failure"
+    with open(folder / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if failed.exists():
+            raise AssertionError(f"the shared smoke run failed:\n{failed.read_text()}")
+        if not done.exists():
+            shutil.rmtree(workdir, ignore_errors=True)
+            copy_workflow(workdir)
+            started = time.monotonic()
+            try:
+                snakemake(workdir, *smoke_args(*shared_smoke_targets()), timeout=900)
+            except (AssertionError, subprocess.TimeoutExpired) as error:
+                failed.write_text(str(error))
+                raise
+            done.write_text(f"{time.monotonic() - started:.1f}")
+    return workdir, float(done.read_text())
+
+
+def copy_smoke_run(tmp_path_factory, destination: Path) -> Path:
+    """A writable copy of the shared smoke run: workflow, data, results and
+    Snakemake's records, with their times (so nothing is out of date)."""
+    workdir, _ = shared_smoke_run(tmp_path_factory)
+    shutil.copytree(workdir, destination, symlinks=True)
     return destination
 
 

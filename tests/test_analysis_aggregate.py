@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+import tempfile
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -11,7 +13,7 @@ import pytest
 
 from conftest import curve_of, fabricate_run
 from cqb.analysis.aggregate import (COLUMNS, aggregate_curves, curve_table, final_values, mean_sd_se, read_table,
-                           write_table)
+                           table_text, write_table)
 
 
 def curves_of(random_runs, reverse_files=False):
@@ -251,3 +253,44 @@ def test_the_aggregate_script_ends_on_one_line_for_an_unreadable_run_file(random
     assert str(exited.value.code).startswith(line) and "\n" not in str(exited.value.code)
     assert log.read_text().startswith(line)
     assert not (tmp_path / "t.tsv").exists()
+
+
+def pandas_bytes(table: pd.DataFrame, float_format: str) -> str:
+    """What write_table wrote before its own text: pandas' CSV writer."""
+    return table.to_csv(sep="\t", index=False, float_format=float_format, na_rep="nan", lineterminator="\n")
+
+
+def mixed_table(rows: int, seed: int) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    values = rng.normal(scale=10.0 ** rng.integers(-8, 9, rows), size=rows)
+    values[rng.random(rows) < 0.1] = np.nan
+    values[rng.random(rows) < 0.02] = np.inf * rng.choice([-1, 1])
+    values[rng.random(rows) < 0.02] = -0.0
+    return pd.DataFrame({
+        "policy": rng.choice(["cqb_opt", "random", "cqb_ε"], rows), "sweep_value": rng.choice(["", "0.1", "5"], rows),
+        "t": np.arange(1, rows + 1), "value": values, "whole": np.round(values), "stalled": rng.random(rows) < 0.5,
+        "count": rng.integers(-(2 ** 62), 2 ** 62, rows, dtype=np.int64),
+        "seed": rng.integers(0, 2 ** 63, rows, dtype=np.uint64)})
+
+
+@pytest.mark.parametrize("float_format", ["%.6f", "%.3g", "%.10e"])
+def test_the_table_text_is_pandas_csv_bit_for_bit(random_runs, float_format):
+    """write_table's own text against pandas' writer, on an aggregate table, on
+    tables of every column kind it writes itself (NaN, ±inf, −0, large and
+    tiny floats, 64-bit integers, booleans, text), empty ones, and where it
+    leaves the writing to pandas (fields pandas quotes, None, other dtypes)."""
+    tables = [aggregate_curves(curves_of(random_runs)), *(mixed_table(rows, seed) for seed, rows in enumerate((1, 7, 500))),
+              mixed_table(0, 9)]
+    for table in tables:
+        text = table_text(table, float_format)
+        assert text is not None and text == pandas_bytes(table, float_format)
+    quoted = [mixed_table(5, 1).assign(policy=value) for value in ("a\tb", "a\nb", 'say "x"', "a\rb", None)]
+    others = [mixed_table(5, 2).astype({"t": np.int32}), mixed_table(5, 3).astype({"value": np.float32}),
+              mixed_table(5, 4)[["value"]], mixed_table(5, 5).rename(columns={"t": "value"}),
+              mixed_table(5, 6).astype({"t": "Int64"})]
+    for table in quoted + others:
+        assert table_text(table, float_format) is None, table.dtypes
+    for table in tables + quoted + others:  # either way, the file is pandas' bytes
+        with tempfile.TemporaryDirectory() as folder:
+            write_table(table, Path(folder) / "t.tsv", float_format)
+            assert (Path(folder) / "t.tsv").read_bytes() == pandas_bytes(table, float_format).encode()

@@ -10,7 +10,7 @@ from scipy import stats
 from cqb.analysis.aggregate import write_table
 from cqb.analysis.claims import (FAILS, HOLDS, INCONCLUSIVE, ClaimSpec, bootstrap_mean_interval,
                         claims_markdown, evaluate_claims)
-from cqb.analysis.summaries import (SummarySettings, binomial_interval, curve_summaries, late_slope,
+from cqb.analysis.summaries import (SummarySettings, binomial_bounds, binomial_interval, curve_summaries, late_slope,
                            read_runs_table, run_summary, summarise_curves)
 from conftest import curve_of, fabricate_run
 
@@ -45,6 +45,24 @@ def test_binomial_interval_is_clopper_pearson(successes, trials):
     low, high = binomial_interval(successes, trials)
     assert low == pytest.approx(expected.low, abs=1e-12)
     assert high == pytest.approx(expected.high, abs=1e-12)
+
+
+def test_binomial_bounds_are_scipy_stats_beta_quantiles_bit_for_bit():
+    """The published tables hold these bounds: computing them without
+    scipy.stats must leave every bit as scipy.stats.beta.ppf gives it, over
+    every count of trials up to 400 and beyond, at several levels."""
+    for confidence in (0.8, 0.9, 0.95, 0.975, 0.99):
+        tail = (1 - confidence) / 2
+        for trials in [*range(1, 400), 1000, 4000, 9471]:
+            successes = np.arange(trials + 1, dtype=np.float64)
+            low, high = binomial_bounds(successes, np.full(successes.shape, trials), confidence)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                expected_low = stats.beta.ppf(tail, successes[1:], trials - successes[1:] + 1)
+                expected_high = stats.beta.ppf(1 - tail, successes[:-1] + 1, trials - successes[:-1])
+            assert low[0] == 0.0 and high[-1] == 1.0
+            assert np.array_equal(low[1:], expected_low), (confidence, trials)
+            assert np.array_equal(high[:-1], expected_high), (confidence, trials)
+    assert np.isnan(binomial_bounds(0, 0)[0]) and np.isnan(binomial_bounds(0, 0)[1])
 
 
 def test_curve_summaries_count_stalled_runs_and_name_their_seeds(tmp_path):

@@ -5,7 +5,6 @@ Slow (about two minutes): `pytest -m "not slow"` skips it.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import signal
 import subprocess
@@ -17,40 +16,26 @@ import numpy as np
 import pytest
 import yaml
 
-from conftest import REPO, copy_workflow, snakemake
+from conftest import (CAN_RUN_REAL_DATA, REPO, SMOKE_CONFIG, copy_workflow, shared_smoke_run,
+                      smoke_args, smoke_targets, snakemake)
 from cqb.analysis.aggregate import read_table
 from cqb.analysis.claims import NO_ALTERNATIVE_READING, UNDECIDED_BY_READINGS
 
 pytestmark = pytest.mark.slow
 
-SMOKE = ("--configfile", "config/smoke.yaml")
+SMOKE = SMOKE_CONFIG
 SMOKE_RESULTS = Path("results/smoke")
-DATASETS_MIRROR = REPO.parent / "shared" / "datasets"
-CAN_RUN_FIG4 = DATASETS_MIRROR.is_dir() and importlib.util.find_spec("torchvision") is not None
+CAN_RUN_FIG4 = CAN_RUN_REAL_DATA
 # 8 policies × 2 seeds on the base instance + CQB-ε and CQB-Opt × 2 seeds at ϵ = 0.15
 # (ϵ = 0.1 is shared with the base instance)
 FIG2_SMOKE_RUNS = 16 + 4
 ALL_POLICIES = {"cqb_eps", "cqb_opt", "random", "oracle", "cqb_eps_opt", "cqb_ts", "q_ucb", "q_ths"}
 
 
-def smoke_targets():
-    # the claims include the real-data experiments, so they need fig4's data
-    return ["fig2", "fig3", "fig5", "fig6", "powered_claims", "tuning"] + (["fig4", "claims", "calibration", "replication"] if CAN_RUN_FIG4 else [])
-
-
-def smoke_args(*targets, cores=2):
-    # targets first: --configfile takes every following word as a file
-    return [*targets, "--cores", str(cores), *SMOKE,
-            "--config", f"data={{mirror: {DATASETS_MIRROR}}}"]
-
-
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory):
-    """One end-to-end run of config/smoke.yaml (fig2, fig3 and, when possible, fig4)."""
-    workdir = copy_workflow(tmp_path_factory.mktemp("smoke") / "repo")
-    started = time.monotonic()
-    snakemake(workdir, *smoke_args(*smoke_targets()))
-    return workdir, time.monotonic() - started
+    """The session's one end-to-end run of config/smoke.yaml (conftest.shared_smoke_run)."""
+    return shared_smoke_run(tmp_path_factory)
 
 
 def test_lint_is_clean():
@@ -85,33 +70,6 @@ def test_the_profiles_progress_display_is_short_and_the_commands_go_to_the_log(w
     commands = [line for line in log.read_text().splitlines()
                 if line.startswith("Shell command:") and " run --instance-spec " in line]
     assert len(commands) == FIG2_SMOKE_RUNS
-
-
-def test_dry_run_of_full_config_builds_every_figure(tmp_path):
-    workdir = copy_workflow(tmp_path / "repo")
-    process = snakemake(workdir, "-n", "-p", "all", "--config", f"data={{mirror: {DATASETS_MIRROR}}}")  # every job
-    output = process.stdout
-    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
-    for figure in config["figures"]:
-        assert f"rule {figure}:" in output, figure
-    # shared runs are counted once: fig2 left and the ϵ = 0.1 sweep, fig3's K = 5 and d = 5
-    n_simulate = int(next(line.split()[1] for line in output.splitlines() if line.startswith("simulate ")))
-    # fig2 + fig3: 8×10 base + 2×2×10 (ϵ = 0.05, 0.15) + 2×2×3×10 (K ≠ 5, d ≠ 5) = 240;
-    # fig6: CQB-Opt and CQB-ε × 4×10 (c_β ≠ each one's default; the oracle and the defaults are the base runs);
-    # fig5: 3 policies × (120 + 60 + 30 + 30 + 60) base − the 2×10 base runs at T = 5000,
-    # and 3 × (30 + 10 + 10 + 10 + 20) at K = 9; fig4: 3×8×10; tuning 7×5×30 and the
-    # stall check 5×200; Figure 7's cells 1880 (as in tests/test_pipeline_experiments.py); the powered
-    # reading's first look (later looks and the tuning's stage 2 wait for their checkpoints):
-    # stall_rate_defaults 5×400 on seeds 60000–60399, and 20 seeds of every other unit not among
-    # those (Random on the base instance, 2×2 at ϵ ≠ 0.1, 2×3 at K ≠ 5, 2×3 at d ≠ 5, 3×7 real-data)
-    assert "rule fig5:" in output and "rule regret_rates:" in output
-    powered_first_look = 5 * 400 + 20 * (1 + 4 + 6 + 6 + 21)
-    assert "checkpoint powered_look:" in output and "checkpoint tuning_contenders:" in output
-    # and the confirmatory study's one look: CQB-Opt at d = 5, 10, 20 on its registered seeds
-    confirmatory = sum((len(entry["sweep_values"])) * entry["seeds"] for entry in config["confirmatory"]["claims"])
-    # Figure 5's registered second stage: 4519 CQB-η-2 runs (base) and 289 CQB-ε runs (K = 9)
-    assert n_simulate == (240 + 80 + (3 * 486 - 20) + 3 * 80 + 240 + 7 * 5 * 30 + 5 * 200 + 1880
-                          + powered_first_look + confirmatory + 4519 + 289)
 
 
 @pytest.mark.skipif(not CAN_RUN_FIG4, reason="the claims need the real-data experiments (mirror, torchvision)")

@@ -2,7 +2,8 @@
 example plugin (examples/greedy_rate) pip-installed into a scratch folder that
 only these Snakemake processes see (PYTHONPATH), found through its entry point.
 
-Slow: the smoke run of the paper's experiments, then `candidates`."""
+Slow: a copy of the session's smoke run of the paper's experiments
+(conftest.shared_smoke_run), then `candidates`."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import REPO, copy_workflow
+from conftest import REPO, copy_smoke_run, copy_workflow, shared_smoke_targets
 from cqb.sim.runfile import load_run
 
 pytestmark = pytest.mark.slow
@@ -69,9 +70,11 @@ def plugin_env(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def benchmark_run(tmp_path_factory, plugin_env):
-    """The paper's smoke run, then the candidates: (workdir, the candidates run's Snakemake log, run-file mtimes before)."""
-    workdir = copy_workflow(tmp_path_factory.mktemp("candidates") / "repo")
-    run_snakemake(workdir, *PAPER_TARGETS, "--cores", "2", *SMOKE, *config_args(), env=plugin_env)
+    """The paper's smoke run (a copy of the shared one, its targets a superset
+    of PAPER_TARGETS), then the candidates: (workdir, the candidates run's
+    Snakemake log, run-file mtimes before)."""
+    workdir = copy_smoke_run(tmp_path_factory, tmp_path_factory.mktemp("candidates") / "repo")
+    assert set(PAPER_TARGETS) <= set(shared_smoke_targets())
     before = {path: path.stat().st_mtime_ns for path in (workdir / "results" / "smoke" / "runs").rglob("*.npz")}
     run_snakemake(workdir, "candidates", "--cores", "2", *SMOKE, *config_args("candidates=[greedy_rate]"),
                   env=plugin_env)

@@ -1,30 +1,27 @@
-"""Figure 7 end to end on config/smoke.yaml, in a throw-away copy of the workflow
-(slow: builds the real-data pools and their variants; needs the dataset mirror)."""
+"""Figure 7 end to end on config/smoke.yaml: the session's shared smoke run
+(conftest.shared_smoke_run), which builds the real-data pools and their
+variants (slow; needs the dataset mirror)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import REPO, copy_workflow, snakemake
+from conftest import CAN_RUN_REAL_DATA, shared_smoke_run
 from cqb.data import load_pool
 
 pytestmark = pytest.mark.slow
 
-DATASETS_MIRROR = REPO.parent / "shared" / "datasets"
-if not (DATASETS_MIRROR.is_dir() and importlib.util.find_spec("torchvision") is not None):
+if not CAN_RUN_REAL_DATA:
     pytest.skip("needs the dataset mirror and torchvision", allow_module_level=True)
 
 
 @pytest.fixture(scope="module")
 def fig7_smoke(tmp_path_factory):
-    workdir = copy_workflow(tmp_path_factory.mktemp("fig7") / "repo")
-    snakemake(workdir, "fig7", "fig4_assumptions", "--cores", "2", "--configfile", "config/smoke.yaml",
-              "--config", f"data={{mirror: {DATASETS_MIRROR}}}", timeout=900)
+    workdir, _ = shared_smoke_run(tmp_path_factory)  # its targets include fig7 and fig4_assumptions
     return workdir
 
 

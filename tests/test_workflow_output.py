@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from conftest import REPO, copy_workflow, snakemake
 from snakemake_logger_plugin_cqb import (FAILURE_HOLD, REASONS_HEADING, DryRunSummary, LogHandler, reason_words,
@@ -31,6 +32,13 @@ SUMMARY_LINE = re.compile(r"^ +([\d,]+) (?:checkpoint )?(\w+): (.+)$")
 LONG_RUNS = ("--configfile", "config/smoke.yaml", "--config",
              "experiments={synthetic_base: {horizon: 50000}, synthetic_slack: {horizon: 50000}}")
 RESULTS = Path("results/smoke")
+# Snakemake as a terminal starts it: SIGINT at its default action and not
+# blocked. A process inherits both through exec, and a pytest worker can hand
+# SIGINT down ignored or blocked (then no Ctrl-C reaches the run, which goes
+# on to its end).
+AS_FROM_A_TERMINAL = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+                      "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT}); "
+                      "os.execv(sys.executable, [sys.executable, '-m', 'snakemake', *sys.argv[1:]])")
 INTERRUPTED = re.compile(r"Interrupted: (\d+) jobs? stopped, (?:its|their) partial outputs removed\. "
                          r"Rerun the same command to continue\.")
 
@@ -148,11 +156,18 @@ def summary_counts(output: str) -> dict[str, dict[str, int]]:
     return counts
 
 
+@pytest.fixture(scope="module")
+def forced_dry_run(tmp_path_factory) -> subprocess.CompletedProcess:
+    """`snakemake -n --forceall` of the full config in a fresh copy: every job of
+    `all` (the default target), each forced. One dry run for both tests below."""
+    workdir = copy_workflow(tmp_path_factory.mktemp("forced") / "repo")
+    return snakemake(workdir, "-n", "--forceall", "--config", f"data={{mirror: {DATASETS_MIRROR}}}")
+
+
 @pytest.mark.slow
-def test_a_forced_dry_run_of_the_whole_workflow_is_short_and_names_every_rule(tmp_path):
+def test_a_forced_dry_run_of_the_whole_workflow_is_short_and_names_every_rule(forced_dry_run):
     # 14,498 jobs: each job's listing with its command took 20.6 MB
-    workdir = copy_workflow(tmp_path / "repo")
-    process = snakemake(workdir, "-n", "--forceall", "--config", f"data={{mirror: {DATASETS_MIRROR}}}")
+    process = forced_dry_run
     output = process.stdout + process.stderr
     assert len(output.encode()) < 50_000, len(output.encode())
     assert "run --instance-spec" not in output and "Reason:" not in output  # no job listed
@@ -162,6 +177,33 @@ def test_a_forced_dry_run_of_the_whole_workflow_is_short_and_names_every_rule(tm
     assert {rule: sum(jobs.values()) for rule, jobs in reasons.items()} == stats
     assert all(set(jobs) == {"forced"} for jobs in reasons.values()), reasons
     assert "checkpoint powered_look: forced" in process.stdout
+
+
+@pytest.mark.slow
+def test_the_full_config_builds_every_figure_from_the_designs_runs(forced_dry_run):
+    stats = job_counts(forced_dry_run.stdout)
+    config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+    for figure in config["figures"]:
+        assert stats.get(figure) == 1, figure
+    # shared runs are counted once: fig2 left and the ϵ = 0.1 sweep, fig3's K = 5 and d = 5
+    n_simulate = stats["simulate"]
+    # fig2 + fig3: 8×10 base + 2×2×10 (ϵ = 0.05, 0.15) + 2×2×3×10 (K ≠ 5, d ≠ 5) = 240;
+    # fig6: CQB-Opt and CQB-ε × 4×10 (c_β ≠ each one's default; the oracle and the defaults are the base runs);
+    # fig5: 3 policies × (120 + 60 + 30 + 30 + 60) base − the 2×10 base runs at T = 5000,
+    # and 3 × (30 + 10 + 10 + 10 + 20) at K = 9; fig4: 3×8×10; tuning 7×5×30 and the
+    # stall check 5×200; Figure 7's cells 1880 (as in tests/test_pipeline_experiments.py); the powered
+    # reading's first look (later looks and the tuning's stage 2 wait for their checkpoints):
+    # stall_rate_defaults 5×400 on seeds 60000–60399, and 20 seeds of every other unit not among
+    # those (Random on the base instance, 2×2 at ϵ ≠ 0.1, 2×3 at K ≠ 5, 2×3 at d ≠ 5, 3×7 real-data)
+    assert stats.get("fig5") == 1 and stats.get("regret_rates") == 1
+    powered_first_look = 5 * 400 + 20 * (1 + 4 + 6 + 6 + 21)
+    assert "checkpoint powered_look: forced" in forced_dry_run.stdout
+    assert "checkpoint tuning_contenders: forced" in forced_dry_run.stdout
+    # and the confirmatory study's one look: CQB-Opt at d = 5, 10, 20 on its registered seeds
+    confirmatory = sum((len(entry["sweep_values"])) * entry["seeds"] for entry in config["confirmatory"]["claims"])
+    # Figure 5's registered second stage: 4519 CQB-η-2 runs (base) and 289 CQB-ε runs (K = 9)
+    assert n_simulate == (240 + 80 + (3 * 486 - 20) + 3 * 80 + 240 + 7 * 5 * 30 + 5 * 200 + 1880
+                          + powered_first_look + confirmatory + 4519 + 289)
 
 
 def simulate_logs(workdir: Path) -> list[Path]:
@@ -197,8 +239,8 @@ def outputs(workdir: Path) -> dict[str, bytes]:
 def test_a_ctrl_c_stops_the_jobs_in_one_line_and_the_same_command_continues(tmp_path):
     workdir = copy_workflow(tmp_path / "interrupted")
     args = ["fig2", "--cores", "2", *LONG_RUNS]
-    process = subprocess.Popen([sys.executable, "-m", "snakemake", *args], cwd=workdir, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    process = subprocess.Popen([sys.executable, "-c", AS_FROM_A_TERMINAL, *args], cwd=workdir,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         deadline = time.monotonic() + 300
         while not (len(list((workdir / RESULTS / "runs").rglob("*.npz"))) >= 2 and a_run_in_flight(workdir)):
@@ -211,7 +253,7 @@ def test_a_ctrl_c_stops_the_jobs_in_one_line_and_the_same_command_continues(tmp_
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
-    assert process.returncode != 0
+    assert process.returncode != 0, output[-3000:]
     lines = [line for line in output.splitlines() if line.strip()]
     stopped = INTERRUPTED.fullmatch(lines[-1])
     assert stopped and int(stopped.group(1)) >= 1, output[-3000:]

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import copy_workflow
+from conftest import copy_workflow, shared_smoke_run, shared_smoke_targets
 from slurm_cluster import SlurmCluster, SlurmUnavailable, ensure_slurm_installed
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -28,7 +28,11 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 REPO = Path(__file__).resolve().parent.parent
 SMOKE_CONFIG = "config/smoke.yaml"
 # the synthetic figures: no dataset needed
-TARGETS = ("fig2", "fig3")
+# Figure 2 of the smoke config: 20 runs in two groups, two aggregates and the
+# figure, each Slurm job a Snakemake process of its own
+TARGETS = ("fig2",)
+# the experiments fig2 aggregates, each with its per-round, per-run and per-curve tables
+TARGET_EXPERIMENTS = {"synthetic_base", "synthetic_slack"}
 PROFILE = "profiles/slurm"
 # What this cluster needs on top of the profile (a real site needs none of
 # these): no accounts, no accounting database (job status from squeue, kept
@@ -112,59 +116,6 @@ def test_cluster_runs_a_batch_job(cluster, tmp_path):
     assert text == [cluster.hostname, cluster.hostname]
 
 
-def test_smoke_run_on_slurm_matches_local_run(cluster, tmp_path):
-    results, figures = smoke_dirs()
-
-    slurm_dir = copy_workflow(tmp_path / "slurm")
-    started = time.monotonic()
-    run = snakemake(slurm_dir, *TARGETS, *SLURM_FLAGS, *SMOKE_GROUPS,
-                    "--configfile", SMOKE_CONFIG, env=cluster.env)
-    slurm_seconds = time.monotonic() - started
-    assert run.returncode == 0, f"Slurm run failed:\n{run.stdout[-8000:]}\n{cluster.diagnostics()}"
-    output = run.stdout
-
-    local_dir = copy_workflow(tmp_path / "local")
-    started = time.monotonic()
-    local = snakemake(local_dir, *TARGETS, "--cores", "2", "--configfile", SMOKE_CONFIG)
-    local_seconds = time.monotonic() - started
-    assert local.returncode == 0, f"local run failed:\n{local.stdout[-8000:]}"
-    print(f"smoke {' '.join(TARGETS)}: Slurm {slurm_seconds:.0f} s, local --cores 2 {local_seconds:.0f} s")
-
-    # the figures come out
-    for figure in TARGETS:
-        for ext in ("pdf", "png", "tsv"):
-            path = slurm_dir / figures / f"{figure}.{ext}"
-            assert path.is_file() and path.stat().st_size > 0, path
-
-    # the simulations went through Slurm: every Slurm job the plugin logged is
-    # known to slurmctld under this run's job name and completed, its log is
-    # there, and every run file was written by one of those jobs
-    run_id = run_id_of(output)
-    submitted = SUBMITTED.findall(output)
-    assert submitted, f"no Slurm submission in the output:\n{output[-4000:]}"
-    states, names = cluster.jobs(), cluster.job_names()
-    logs = []
-    for job_id, log in submitted:
-        assert names.get(job_id) == run_id, (job_id, names)
-        assert states.get(job_id) == "COMPLETED", (job_id, states.get(job_id))
-        log = Path(log)
-        assert log.is_file() and log.is_relative_to(slurm_dir / ".snakemake" / "slurm_logs"), log
-        logs.append(log.read_text(errors="replace"))
-    run_files = sorted(p.relative_to(slurm_dir).as_posix()
-                       for p in (slurm_dir / results / "runs").rglob("*.npz"))
-    assert run_files
-    not_in_slurm = [f for f in run_files if not any(f in text for text in logs)]
-    assert not not_in_slurm, f"run files not made by a Slurm job: {not_in_slurm[:5]}"
-    assert "localrule simulate" not in output
-
-    # bit-identical tables
-    slurm_tables, local_tables = result_tables(slurm_dir), result_tables(local_dir)
-    assert any("aggregate" in name for name in slurm_tables), sorted(slurm_tables)
-    assert sorted(slurm_tables) == sorted(local_tables)
-    differing = [name for name in slurm_tables if slurm_tables[name] != local_tables[name]]
-    assert not differing, f"Slurm and local tables differ: {differing}"
-
-
 def first_run_file(workdir: Path, policy: str) -> str:
     """A run file of ``policy`` that the smoke fig2 needs (from a dry run)."""
     dry = snakemake(workdir, "-n", "-p", "--forceall", "fig2", "--cores", "1", "--configfile", SMOKE_CONFIG)
@@ -174,6 +125,8 @@ def first_run_file(workdir: Path, policy: str) -> str:
     return match.group(1)
 
 
+# The file's Slurm runs come before the one test that reads the shared smoke
+# run: while they wait on the cluster, the other worker builds it.
 def test_failing_job_reports_its_log_and_rerun_completes(cluster, tmp_path):
     workdir = copy_workflow(tmp_path / "fail")
     target = first_run_file(workdir, "cqb_eps")
@@ -213,3 +166,57 @@ def test_failing_job_reports_its_log_and_rerun_completes(cluster, tmp_path):
     assert (workdir / target).is_file()
     (job_id, _), = SUBMITTED.findall(fixed.stdout)
     assert cluster.jobs().get(job_id) == "COMPLETED"
+
+
+def test_smoke_run_on_slurm_matches_local_run(cluster, tmp_path, tmp_path_factory):
+    results, figures = smoke_dirs()
+
+    slurm_dir = copy_workflow(tmp_path / "slurm")
+    started = time.monotonic()
+    run = snakemake(slurm_dir, *TARGETS, *SLURM_FLAGS, *SMOKE_GROUPS,
+                    "--configfile", SMOKE_CONFIG, env=cluster.env)
+    slurm_seconds = time.monotonic() - started
+    assert run.returncode == 0, f"Slurm run failed:\n{run.stdout[-8000:]}\n{cluster.diagnostics()}"
+    output = run.stdout
+
+    # the local run: the session's shared smoke run, whose targets include these
+    assert set(TARGETS) <= set(shared_smoke_targets())
+    local_dir, local_seconds = shared_smoke_run(tmp_path_factory)
+    print(f"smoke {' '.join(TARGETS)}: Slurm {slurm_seconds:.0f} s; the shared local smoke run, "
+          f"{' '.join(shared_smoke_targets())} with --cores 2: {local_seconds:.0f} s")
+
+    # the figures come out
+    for figure in TARGETS:
+        for ext in ("pdf", "png", "tsv"):
+            path = slurm_dir / figures / f"{figure}.{ext}"
+            assert path.is_file() and path.stat().st_size > 0, path
+
+    # the simulations went through Slurm: every Slurm job the plugin logged is
+    # known to slurmctld under this run's job name and completed, its log is
+    # there, and every run file was written by one of those jobs
+    run_id = run_id_of(output)
+    submitted = SUBMITTED.findall(output)
+    assert submitted, f"no Slurm submission in the output:\n{output[-4000:]}"
+    states, names = cluster.jobs(), cluster.job_names()
+    logs = []
+    for job_id, log in submitted:
+        assert names.get(job_id) == run_id, (job_id, names)
+        assert states.get(job_id) == "COMPLETED", (job_id, states.get(job_id))
+        log = Path(log)
+        assert log.is_file() and log.is_relative_to(slurm_dir / ".snakemake" / "slurm_logs"), log
+        logs.append(log.read_text(errors="replace"))
+    run_files = sorted(p.relative_to(slurm_dir).as_posix()
+                       for p in (slurm_dir / results / "runs").rglob("*.npz"))
+    assert run_files
+    not_in_slurm = [f for f in run_files if not any(f in text for text in logs)]
+    assert not not_in_slurm, f"run files not made by a Slurm job: {not_in_slurm[:5]}"
+    assert "localrule simulate" not in output
+
+    # bit-identical tables: every table of the Slurm run, as the local run wrote it
+    slurm_tables, local_tables = result_tables(slurm_dir), result_tables(local_dir)
+    aggregated = {Path(name).name.split(".")[0] for name in slurm_tables if "aggregate" in name}
+    assert TARGET_EXPERIMENTS <= aggregated, sorted(slurm_tables)
+    assert {f"{figures.as_posix()}/{figure}.tsv" for figure in TARGETS} <= set(slurm_tables), sorted(slurm_tables)
+    assert set(slurm_tables) <= set(local_tables), sorted(set(slurm_tables) - set(local_tables))
+    differing = [name for name in slurm_tables if slurm_tables[name] != local_tables[name]]
+    assert not differing, f"Slurm and local tables differ: {differing}"

@@ -4,7 +4,8 @@
 # simulate jobs (cqb.jobs, docs/jobs.md; execution.run_server) and the
 # scheduler's patches (cqb.pipeline.scheduling; execution.coalesce_rescheduling,
 # execution.defer_remaining_jobs, execution.memoize_shell_commands,
-# execution.memoize_signatures); after a Ctrl-C, the stopped jobs' outputs
+# execution.memoize_signatures; taken while the main workflow is parsed, so
+# the DAG's build and dry runs use them too); after a Ctrl-C, the stopped jobs' outputs
 # removed (`onerror`). Run as the main workflow, the switches
 # default to on and start in `onstart`. Included as a module, Snakemake runs
 # no `onstart` of the module, and they default to off (load_config): a module
@@ -167,3 +168,8 @@ onerror:
 
 if IS_MODULE and workflow.is_main_process and not workflow.output_settings.dryrun:
     start_execution_helpers()
+elif not IS_MODULE and workflow.is_main_process:
+    # The patches change no result: taken while the workflow is parsed, they
+    # also serve the DAG's build and a dry run's job listing, not only the
+    # jobs after `onstart`.
+    patch_scheduler()

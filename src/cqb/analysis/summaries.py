@@ -206,14 +206,18 @@ def binomial_bounds(successes, trials, confidence: float = 0.95):
     over arrays (NaN where there are no trials): the one implementation, used
     per claim by :func:`binomial_interval` and for many replications at once
     by the calibration study."""
-    from scipy.stats import beta
+    # betaincinv(a, b, q) is the Beta(a, b) quantile: the values of
+    # scipy.stats.beta.ppf (one Boost routine under both; the test compares
+    # them bit for bit), without scipy.stats's import, which costs an
+    # aggregate job about half its CPU
+    from scipy.special import betaincinv
 
     tail = (1 - confidence) / 2
     successes = np.asarray(successes, dtype=np.float64)
     trials = np.asarray(trials, dtype=np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
-        low = np.where(successes > 0, beta.ppf(tail, successes, trials - successes + 1), 0.0)
-        high = np.where(successes < trials, beta.ppf(1 - tail, successes + 1, trials - successes), 1.0)
+        low = np.where(successes > 0, betaincinv(successes, trials - successes + 1, tail), 0.0)
+        high = np.where(successes < trials, betaincinv(successes + 1, trials - successes, 1 - tail), 1.0)
     empty = trials <= 0
     return np.where(empty, np.nan, low), np.where(empty, np.nan, high)
 
