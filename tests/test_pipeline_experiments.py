@@ -218,6 +218,7 @@ def stage2(experiment, totals, first_seed=130000):
     ({"defaults": {"per_policy": {"cqb_opt": {"tau": 4}}}}, ["defaults.per_policy.cqb_opt.tau"]),
     ({"experiments": {"synthetic_base": {"policies": ["cqb_magic"]}}}, ["cqb_magic", "unknown policy"]),
     ({"experiments": {"synthetic_base": {"instance": {"arrival_rate": 1.5}}}}, ["arrival_rate", "1.5"]),
+    ({"experiments": {"synthetic_base": {"seeds": 0}}}, ["synthetic_base.seeds", "0"]),
     ({"experiments": {"synthetic_slack": {"sweep": {"slack": [0.1, 1.5]}}}}, ["slack", "1.5"]),
     ({"experiments": {"synthetic_slack": {"sweep": {"slack": [0.1, 0.35]}}}}, ["arrival_rate + slack", "must be < 1"]),
     ({"experiments": {"rates_horizons": {"sweep": {"horizon": [300, 2.5]}}}}, ["horizon", "2.5"]),
