@@ -156,6 +156,18 @@ def _kill_workflow(tmp_path: Path) -> tuple[Path, dict]:
     return workdir, env
 
 
+def _run_file_of(workdir: Path, log: Path) -> Path:
+    logs = workdir / "results" / "kill" / "logs" / "simulate"
+    return workdir / "results" / "kill" / "runs" / log.relative_to(logs).with_suffix(".npz")
+
+
+def _signal(pid: int, number: int) -> None:
+    try:
+        os.kill(pid, number)
+    except ProcessLookupError:  # ended meanwhile
+        pass
+
+
 def _kill_outputs(workdir: Path) -> dict[str, bytes]:
     results = workdir / "results" / "kill"
     return {str(path.relative_to(results)): path.read_bytes()
@@ -188,13 +200,27 @@ def test_a_server_killed_mid_run_fails_no_job_and_runs_none_twice(clean_base_out
     workdir, env = _kill_workflow(tmp_path)
     runs = workdir / "results" / "kill" / "runs"
 
-    def in_flight():  # a forked run that has started and not ended
+    def in_flight():  # a forked run that has started and not written its run file
         if len(list(runs.glob("**/*.npz"))) < 4:
             return None
-        return [log for log, text in _kill_logs(workdir).items() if RUN_START in text and "Q(T) =" not in text]
+        return [log for log, text in _kill_logs(workdir).items() if RUN_START in text and "Q(T) =" not in text
+                and not _run_file_of(workdir, log).exists()]
 
-    code, output, workers = _signalled_run(tmp_path, workdir, env, KILL_ARGS, signal.SIGKILL,
-                                           lambda server: in_flight() and _children(server))
+    def frozen_mid_run(server):
+        """The server's workers, stopped while one is mid-run (so the kill lands
+        in a run however late this process gets the CPU back); else None."""
+        if not in_flight():
+            return None
+        workers = _children(server)
+        for worker in workers:
+            _signal(worker, signal.SIGSTOP)
+        if in_flight():
+            return workers  # the kill's PDEATHSIG reaches them stopped
+        for worker in workers:
+            _signal(worker, signal.SIGCONT)
+        return None
+
+    code, output, workers = _signalled_run(tmp_path, workdir, env, KILL_ARGS, signal.SIGKILL, frozen_mid_run)
     assert all(_gone(worker) for worker in workers), "a worker outlived its server"
     assert code == 0, output[-4000:]
     assert _kill_outputs(workdir) == clean_base_outputs
