@@ -162,6 +162,11 @@ def shared_smoke_run(tmp_path_factory) -> tuple[Path, float]:
     return workdir, float(done.read_text())
 
 
+def run_file_of_log(results: Path, log: Path) -> Path:
+    """The run file a simulate job's log (results/logs/simulate/...) names."""
+    return results / "runs" / log.relative_to(results / "logs" / "simulate").with_suffix(".npz")
+
+
 def copy_smoke_run(tmp_path_factory, destination: Path) -> Path:
     """A writable copy of the shared smoke run: workflow, data, results and
     Snakemake's records, with their times (so nothing is out of date)."""

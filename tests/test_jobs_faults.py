@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import copy_workflow, snakemake
+from conftest import copy_workflow, run_file_of_log, snakemake
 from cqb.jobs import client as run_client
 from cqb.jobs import admission, worker as run_worker
 from cqb.jobs import server as run_server
@@ -156,11 +156,6 @@ def _kill_workflow(tmp_path: Path) -> tuple[Path, dict]:
     return workdir, env
 
 
-def _run_file_of(workdir: Path, log: Path) -> Path:
-    logs = workdir / "results" / "kill" / "logs" / "simulate"
-    return workdir / "results" / "kill" / "runs" / log.relative_to(logs).with_suffix(".npz")
-
-
 def _signal(pid: int, number: int) -> None:
     try:
         os.kill(pid, number)
@@ -204,7 +199,7 @@ def test_a_server_killed_mid_run_fails_no_job_and_runs_none_twice(clean_base_out
         if len(list(runs.glob("**/*.npz"))) < 4:
             return None
         return [log for log, text in _kill_logs(workdir).items() if RUN_START in text and "Q(T) =" not in text
-                and not _run_file_of(workdir, log).exists()]
+                and not run_file_of_log(workdir / "results" / "kill", log).exists()]
 
     def frozen_mid_run(server):
         """The server's workers, stopped while one is mid-run (so the kill lands

@@ -23,9 +23,7 @@ from cqb.analysis.claims import NO_ALTERNATIVE_READING, UNDECIDED_BY_READINGS
 
 pytestmark = pytest.mark.slow
 
-SMOKE = SMOKE_CONFIG
 SMOKE_RESULTS = Path("results/smoke")
-CAN_RUN_FIG4 = CAN_RUN_REAL_DATA
 # 8 policies × 2 seeds on the base instance + CQB-ε and CQB-Opt × 2 seeds at ϵ = 0.15
 # (ϵ = 0.1 is shared with the base instance)
 FIG2_SMOKE_RUNS = 16 + 4
@@ -47,22 +45,22 @@ def test_lint_is_clean():
 def test_a_plain_snakemake_uses_the_projects_profile(workflow_copy):
     # `snakemake --cores N` as users type it, from the root: Snakemake finds
     # profiles/default/ by itself (and says so), so its settings apply
-    process = snakemake(workflow_copy, "-n", "fig2", *SMOKE)
+    process = snakemake(workflow_copy, "-n", "fig2", *SMOKE_CONFIG)
     assert ("Using workflow specific profile profiles/default for setting default command line arguments"
             in process.stderr), process.stderr[-2000:]
     # and its settings apply: its logger's dry run counts the jobs per rule and
     # reason instead of listing them; -p lists them with their commands
     assert f"{FIG2_SMOKE_RUNS} simulate: missing output" in process.stdout and "run --instance-spec" not in process.stdout
-    listed = snakemake(workflow_copy, "-n", "-p", "fig2", *SMOKE)
+    listed = snakemake(workflow_copy, "-n", "-p", "fig2", *SMOKE_CONFIG)
     assert listed.stdout.count(" run --instance-spec ") == FIG2_SMOKE_RUNS
-    plain = snakemake(workflow_copy, "-n", "fig2", *SMOKE, "--workflow-profile", "none")
+    plain = snakemake(workflow_copy, "-n", "fig2", *SMOKE_CONFIG, "--workflow-profile", "none")
     assert "Using workflow specific profile" not in plain.stderr and "simulate: missing output" not in plain.stdout
 
 
 def test_the_profiles_progress_display_is_short_and_the_commands_go_to_the_log(workflow_copy):
     # a real run through profiles/default, its output piped: the display's
     # fixed lines only, while Snakemake's log keeps every job's command
-    process = snakemake(workflow_copy, "fig2", *SMOKE)
+    process = snakemake(workflow_copy, "fig2", *SMOKE_CONFIG)
     output = process.stdout + process.stderr
     assert "Workflow Finished" in output and "run --instance-spec" not in output, output[-3000:]
     assert len(output.encode()) < 3000, len(output.encode())  # each job's command alone is ~1.75 KB
@@ -72,7 +70,7 @@ def test_the_profiles_progress_display_is_short_and_the_commands_go_to_the_log(w
     assert len(commands) == FIG2_SMOKE_RUNS
 
 
-@pytest.mark.skipif(not CAN_RUN_FIG4, reason="the claims need the real-data experiments (mirror, torchvision)")
+@pytest.mark.skipif(not CAN_RUN_REAL_DATA, reason="the claims need the real-data experiments (mirror, torchvision)")
 def test_smoke_run_builds_the_claims_table_with_provenance(smoke_run):
     import json
 
@@ -146,7 +144,7 @@ def test_smoke_run_builds_the_powered_reading_look_by_look(smoke_run):
     assert (stage2["n_runs"] == 3).all() and stage2.groupby("policy")["chosen"].sum().eq(1).all()
 
 
-@pytest.mark.skipif(not CAN_RUN_FIG4, reason="the claims need the real-data experiments (mirror, torchvision)")
+@pytest.mark.skipif(not CAN_RUN_REAL_DATA, reason="the claims need the real-data experiments (mirror, torchvision)")
 def test_smoke_run_builds_the_confirmatory_study_and_the_per_policy_readings(smoke_run):
     import pandas as pd
 
@@ -179,7 +177,7 @@ def test_smoke_run_builds_the_confirmatory_study_and_the_per_policy_readings(smo
     assert not comparisons.duplicated(["claim", "source", "comparison"]).any()
 
 
-@pytest.mark.skipif(not CAN_RUN_FIG4, reason="the per-policy readings need the real-data claims")
+@pytest.mark.skipif(not CAN_RUN_REAL_DATA, reason="the per-policy readings need the real-data claims")
 def test_smoke_run_builds_the_replication_study(smoke_run):
     import pandas as pd
 
@@ -301,7 +299,7 @@ def test_smoke_run_builds_fig6_bonus_panels(smoke_run):
     assert (fig6["queue_mean"] >= 0).all()
 
 
-@pytest.mark.skipif(not CAN_RUN_FIG4, reason="needs workflow/rules/data.smk, ../shared/datasets and torchvision")
+@pytest.mark.skipif(not CAN_RUN_REAL_DATA, reason="needs workflow/rules/data.smk, ../shared/datasets and torchvision")
 def test_smoke_run_builds_fig4(smoke_run):
     workdir, _ = smoke_run
     fig4 = read_table(workdir / SMOKE_RESULTS / "figures" / "fig4.tsv")
@@ -311,7 +309,7 @@ def test_smoke_run_builds_fig4(smoke_run):
     assert (fig4["queue_mean"] >= 0).all()
 
 
-@pytest.mark.skipif(not CAN_RUN_FIG4, reason="the claims need the real-data experiments (mirror, torchvision)")
+@pytest.mark.skipif(not CAN_RUN_REAL_DATA, reason="the claims need the real-data experiments (mirror, torchvision)")
 def test_snakemakes_own_report_describes_the_workflow_and_files_each_output_under_its_heading(smoke_run):
     """`snakemake --report report.zip`: the workflow's description, every
     figure and claims table flagged for the report with its caption, under
@@ -441,7 +439,7 @@ def test_interrupted_run_resumes_without_partial_files(workflow_copy):
 
     # a hard kill leaves Snakemake's lock, and a job killed after its file was
     # renamed into place but before Snakemake noted it counts as incomplete
-    snakemake(workflow_copy, "--unlock", *SMOKE)
+    snakemake(workflow_copy, "--unlock", *SMOKE_CONFIG)
     snakemake(workflow_copy, *smoke_args("fig2"), "--rerun-incomplete")
     assert len(list(runs.rglob("seed*.npz"))) == FIG2_SMOKE_RUNS
     leftovers = [p for p in runs.rglob("*") if p.is_file() and p.name.startswith(".")]

@@ -7,7 +7,6 @@ Slow: a copy of the session's smoke run of the paper's experiments
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -18,17 +17,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import REPO, copy_smoke_run, copy_workflow, shared_smoke_targets
+from conftest import (CAN_RUN_REAL_DATA, DATASETS_MIRROR, REPO, SMOKE_CONFIG, copy_smoke_run, copy_workflow,
+                      shared_smoke_targets)
 from cqb.sim.runfile import load_run
 
 pytestmark = pytest.mark.slow
 
-DATASETS_MIRROR = REPO.parent / "shared" / "datasets"
-CAN_RUN_DATA = DATASETS_MIRROR.is_dir() and importlib.util.find_spec("torchvision") is not None
 SYNTHETIC = ["synthetic_base", "synthetic_slack", "synthetic_servers", "synthetic_dim"]
-EXPERIMENTS = SYNTHETIC + (["mnist", "heart_disease", "coupon"] if CAN_RUN_DATA else [])
-PAPER_TARGETS = ["fig2", "fig3"] + (["fig4"] if CAN_RUN_DATA else [])
-SMOKE = ["--configfile", "config/smoke.yaml"]
+EXPERIMENTS = SYNTHETIC + (["mnist", "heart_disease", "coupon"] if CAN_RUN_REAL_DATA else [])
+PAPER_TARGETS = ["fig2", "fig3"] + (["fig4"] if CAN_RUN_REAL_DATA else [])
 
 
 def config_args(*items):
@@ -76,7 +73,7 @@ def benchmark_run(tmp_path_factory, plugin_env):
     workdir = copy_smoke_run(tmp_path_factory, tmp_path_factory.mktemp("candidates") / "repo")
     assert set(PAPER_TARGETS) <= set(shared_smoke_targets())
     before = {path: path.stat().st_mtime_ns for path in (workdir / "results" / "smoke" / "runs").rglob("*.npz")}
-    run_snakemake(workdir, "candidates", "--cores", "2", *SMOKE, *config_args("candidates=[greedy_rate]"),
+    run_snakemake(workdir, "candidates", "--cores", "2", *SMOKE_CONFIG, *config_args("candidates=[greedy_rate]"),
                   env=plugin_env)
     # the job stats in Snakemake's own words: its log (the terminal has the progress display)
     log = max((workdir / ".snakemake" / "log").glob("*.snakemake.log"), key=lambda path: path.stat().st_mtime_ns)
@@ -87,7 +84,7 @@ def test_only_the_candidates_runs_are_new_and_the_papers_are_reused(benchmark_ru
     workdir, output, before = benchmark_run
     # distinct instances of the cells: the base instance (shared by the four synthetic
     # experiments), ϵ = 0.15, K = 3, d = 3 and, with the data, the three pools; 2 seeds each
-    n_instances = 4 + (3 if CAN_RUN_DATA else 0)
+    n_instances = 4 + (3 if CAN_RUN_REAL_DATA else 0)
     assert job_counts(output) == {"simulate": 2 * n_instances, "candidates": 1}, output[-3000:]
     runs = workdir / "results" / "smoke" / "runs"
     after = {path: path.stat().st_mtime_ns for path in runs.rglob("*.npz")}
@@ -126,7 +123,7 @@ def test_leaderboard_claims_and_figure_are_written_from_the_runs(benchmark_run):
     assert len(base) == 8  # 7 paper policies without the oracle + the candidate
     claims = pd.read_csv(figures / "candidates_claims.tsv", sep="\t")
     # one claim per distinct cell and baseline: base, ϵ = 0.15, K = 3, d = 3 (+ three datasets)
-    assert len(claims) == 2 * (4 + (3 if CAN_RUN_DATA else 0))
+    assert len(claims) == 2 * (4 + (3 if CAN_RUN_REAL_DATA else 0))
     assert set(claims["verdict"]) <= {"holds", "does not hold", "inconclusive"}
     # recompute one claim from the run files: paired by seed, CQB-ε − greedy_rate of the mean regret
     runs = workdir / "results" / "smoke" / "runs" / "synth_K5_d5_lam0.7_eps0.15_acc0.005" / "T300"
@@ -144,7 +141,7 @@ def test_leaderboard_claims_and_figure_are_written_from_the_runs(benchmark_run):
 
 def test_a_second_run_has_nothing_to_do(benchmark_run, plugin_env):
     workdir, _, _ = benchmark_run
-    process = run_snakemake(workdir, "-n", "candidates", "--cores", "2", *SMOKE,
+    process = run_snakemake(workdir, "-n", "candidates", "--cores", "2", *SMOKE_CONFIG,
                             *config_args("candidates=[greedy_rate]"), env=plugin_env)
     assert "Nothing to be done" in process.stdout + process.stderr
 
@@ -153,20 +150,20 @@ def test_candidates_leave_the_other_targets_unchanged(tmp_path, plugin_env):
     # the default target's jobs are the same with no candidate and with one named:
     # the candidates' runs are requested by the `candidates` target only
     workdir = copy_workflow(tmp_path / "repo")
-    counts = [job_counts(run_snakemake(workdir, "-n", "--cores", "2", *SMOKE, *config_args(*extra),
+    counts = [job_counts(run_snakemake(workdir, "-n", "--cores", "2", *SMOKE_CONFIG, *config_args(*extra),
                                        env=plugin_env).stdout)
               for extra in ((), ("candidates=[greedy_rate]",))]
     assert counts[0] == counts[1] and counts[0]["simulate"] > 0
     assert "candidates" not in counts[0]
-    process = run_snakemake(workdir, "-n", "candidates", "--cores", "1", *SMOKE, *config_args())
+    process = run_snakemake(workdir, "-n", "candidates", "--cores", "1", *SMOKE_CONFIG, *config_args())
     assert "simulate" not in job_counts(process.stdout)  # the empty benchmark runs nothing …
-    process = run_snakemake(workdir, "candidates", "--cores", "1", *SMOKE, *config_args(), check=False)
+    process = run_snakemake(workdir, "candidates", "--cores", "1", *SMOKE_CONFIG, *config_args(), check=False)
     assert process.returncode != 0 and "no candidates to benchmark" in process.stderr  # … and says why
 
 
 def test_a_bad_candidate_name_is_one_line(tmp_path):
     workdir = copy_workflow(tmp_path / "repo")
-    process = run_snakemake(workdir, "-n", "candidates", "--cores", "1", *SMOKE,
+    process = run_snakemake(workdir, "-n", "candidates", "--cores", "1", *SMOKE_CONFIG,
                             *config_args("candidates=[greedy_rat]"), check=False)
     errors = [line for line in process.stderr.splitlines() if line.startswith("config error:")]
     assert process.returncode != 0 and len(errors) == 1, process.stderr[-2000:]

@@ -21,12 +21,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import REPO, copy_workflow, snakemake
+from conftest import DATASETS_MIRROR, REPO, copy_workflow, run_file_of_log, snakemake
 from snakemake_logger_plugin_cqb import (FAILURE_HOLD, REASONS_HEADING, DryRunSummary, LogHandler, reason_words,
                                          stopped_line)
 from test_workflow_candidates import job_counts
 
-DATASETS_MIRROR = REPO.parent / "shared" / "datasets"
 SUMMARY_LINE = re.compile(r"^ +([\d,]+) (?:checkpoint )?(\w+): (.+)$")
 # the smoke config's fig2 with runs long enough (a few tenths of a second) to be caught mid-run
 LONG_RUNS = ("--configfile", "config/smoke.yaml", "--config",
@@ -211,8 +210,7 @@ def simulate_logs(workdir: Path) -> list[Path]:
 
 
 def run_file_of(workdir: Path, log: Path) -> Path:
-    relative = log.relative_to(workdir / RESULTS / "logs" / "simulate").with_suffix(".npz")
-    return workdir / RESULTS / "runs" / relative
+    return run_file_of_log(workdir / RESULTS, log)
 
 
 def a_run_in_flight(workdir: Path) -> bool:

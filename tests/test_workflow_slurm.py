@@ -27,9 +27,9 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parent.parent
 SMOKE_CONFIG = "config/smoke.yaml"
-# the synthetic figures: no dataset needed
-# Figure 2 of the smoke config: 20 runs in two groups, two aggregates and the
-# figure, each Slurm job a Snakemake process of its own
+# Figure 2 of the smoke config (synthetic: no dataset needed): 20 runs in two
+# groups, two aggregates and the figure, each Slurm job a Snakemake process of
+# its own
 TARGETS = ("fig2",)
 # the experiments fig2 aggregates, each with its per-round, per-run and per-curve tables
 TARGET_EXPERIMENTS = {"synthetic_base", "synthetic_slack"}
