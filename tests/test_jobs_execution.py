@@ -21,7 +21,8 @@ from cqb.pipeline.config_schema import validate_config
 from cqb.pipeline.results import config_hash
 from cqb.jobs.client import WORKER_RUNS
 from cqb.pipeline.scheduling import (DeferredJobs, coalesce_rescheduling, defer_remaining_jobs, deferrable,
-                                     memoizable, memoize_shell_commands, memoize_signatures, replaceable)
+                                     memoizable, memoize_shell_commands, memoize_signatures, replaceable,
+                                     samplable, sample_ready_jobs)
 
 SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
 
@@ -35,7 +36,8 @@ def _config() -> dict:
 def test_the_execution_switches_default_on_and_stay_out_of_the_config_hash():
     config = _config()
     assert config["execution"] == {"run_server": True, "run_client": True, "coalesce_rescheduling": True,
-                                   "defer_remaining_jobs": True, "memoize_shell_commands": True,
+                                   "defer_remaining_jobs": True, "sample_ready_jobs": True,
+                                   "memoize_shell_commands": True,
                                    "memoize_signatures": True, "worker_runs": WORKER_RUNS}
     for switch in config["execution"]:
         flipped = copy.deepcopy(config)
@@ -199,6 +201,126 @@ def test_the_installed_snakemake_has_the_property_the_patch_defers_and_greedy_ne
     greedy.settings = SchedulerSettings(omit_prioritize_by_temp_and_input=True)
     greedy.__post_init__()
     assert greedy.select_jobs([job], DeferredJobs(unread, None), {"_cores": 2}, {}) == [job]
+
+
+class FakeOpen:
+    """What Snakemake 9's JobScheduler lists as open jobs, and the names of
+    the scheduling round that subsamples them."""
+
+    def __init__(self, ready, subsample=3, dryrun=False):
+        self.workflow = type("Workflow", (), {})()
+        self.workflow.dag = type("DAG", (), {"ready_jobs": set(ready)})()
+        self.subsample, self.dryrun = subsample, dryrun
+
+    @property
+    def open_jobs(self):
+        """Return open jobs."""
+        jobs = list(self.workflow.dag.ready_jobs)
+        return jobs
+
+    def schedule(self):  # the names the round uses, as Snakemake 9's
+        import random
+        needrun = set(self.open_jobs)
+        for job in needrun:
+            job.reset_params_and_resources()
+        if self.dryrun:
+            return needrun
+        if self.subsample and len(needrun) > self.subsample:
+            needrun = set(random.sample(tuple(needrun), k=self.subsample))
+        return needrun
+
+
+def test_the_sampled_open_jobs_are_a_uniform_subsample_of_the_ready_ones_or_all_of_them():
+    class Scheduler(FakeOpen):
+        pass
+
+    assert samplable(Scheduler, FakeOpen.__dict__["open_jobs"])
+    assert sample_ready_jobs(Scheduler) and sample_ready_jobs(Scheduler)  # patching twice wraps once
+    assert Scheduler.__dict__["open_jobs"].original is FakeOpen.__dict__["open_jobs"]
+    scheduler = Scheduler(range(10))
+    seen = {}
+    for _ in range(3000):
+        drawn = scheduler.open_jobs
+        assert len(drawn) == 3 and len(set(drawn)) == 3 and set(drawn) <= set(range(10))
+        for job in drawn:
+            seen[job] = seen.get(job, 0) + 1
+    assert sorted(seen) == list(range(10)) and min(seen.values()) > 700  # 900 each on average
+    assert sorted(Scheduler(range(3)).open_jobs) == [0, 1, 2]  # no more than the subsample: all
+    assert sorted(Scheduler(range(10), dryrun=True).open_jobs) == list(range(10))  # a dry run runs them all
+    assert sorted(Scheduler(range(10), subsample=None).open_jobs) == list(range(10))
+    assert Scheduler([]).open_jobs == []
+
+
+def test_the_ready_jobs_patch_leaves_alone_a_property_or_a_round_it_was_not_written_for():
+    class Sorted(FakeOpen):
+        @property
+        def open_jobs(self):  # another list: ordered
+            return sorted(self.workflow.dag.ready_jobs)
+
+    class Unsampled(FakeOpen):
+        def schedule(self):  # a round that takes every ready job
+            return set(self.open_jobs)
+
+    for scheduler_class in (Sorted, Unsampled):
+        original = scheduler_class.__dict__.get("open_jobs", FakeOpen.__dict__["open_jobs"])
+        assert sample_ready_jobs(scheduler_class) is False
+        assert inspect.getattr_static(scheduler_class, "open_jobs") is original
+    assert sample_ready_jobs(object) is False
+
+
+def test_the_installed_snakemake_has_the_open_jobs_and_the_round_the_patch_was_written_for():
+    from snakemake.scheduling.job_scheduler import JobScheduler
+
+    prop = inspect.getattr_static(JobScheduler, "open_jobs")
+    assert samplable(JobScheduler, getattr(prop, "original", prop))
+
+
+ROUNDS_SNAKEFILE = textwrap.dedent('''
+    import json
+    from pathlib import Path
+    from snakemake.jobs import Job
+    from snakemake.scheduling.job_scheduler import JobScheduler
+    from cqb.pipeline.scheduling import sample_ready_jobs
+
+    resets, rounds = [0], []
+    reset, selector = Job.reset_params_and_resources, JobScheduler.job_selector
+
+    def counted_reset(self):
+        resets[0] += 1
+        return reset(self)
+
+    def counted_selector(self, jobs):
+        rounds.append((resets[0], len(jobs)))  # resets and jobs offered in this round
+        resets[0] = 0
+        return selector(self, jobs)
+
+    Job.reset_params_and_resources, JobScheduler.job_selector = counted_reset, counted_selector
+    if config["patch"]:
+        assert sample_ready_jobs()
+
+    rule all:
+        input: expand("out/{i}.txt", i=range(40))
+
+    rule one:
+        output: "out/{i}.txt"
+        shell: "echo {wildcards.i} > {output}"
+
+    onsuccess:
+        Path("rounds.json").write_text(json.dumps(rounds))
+''')
+
+
+@pytest.mark.parametrize("patch", [True, False])
+def test_with_the_patch_a_real_round_resets_only_its_subsample_and_every_job_runs(tmp_path, patch):
+    (tmp_path / "Snakefile").write_text(ROUNDS_SNAKEFILE)
+    done = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "--scheduler-subsample", "5",
+                           "--config", f"patch={patch}"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert sorted(int(p.stem) for p in (tmp_path / "out").iterdir()) == list(range(40))
+    rounds = json.loads((tmp_path / "rounds.json").read_text())
+    assert all(offered <= 5 for _, offered in rounds)
+    most_reset = max(reset for reset, _ in rounds)
+    assert most_reset <= 5 if patch else most_reset == 40  # unpatched, the first round resets all 40
 
 
 TIMER_SNAKEFILE = textwrap.dedent('''

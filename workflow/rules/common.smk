@@ -52,6 +52,7 @@ def load_config():
             "run_server",
             "coalesce_rescheduling",
             "defer_remaining_jobs",
+            "sample_ready_jobs",
             "memoize_shell_commands",
             "memoize_signatures",
         ):

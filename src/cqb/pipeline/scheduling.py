@@ -22,6 +22,15 @@ profile, and its cost per job grows with the DAG. :func:`defer_remaining_jobs`
 (config ``execution.defer_remaining_jobs``) makes the list one that is made
 when first read (the ILP selector reads it at once; the greedy one never).
 
+Every scheduling round also copies the ready jobs into a set and resets the
+params and resources of each (a pass over up to ~20,000 jobs in the full
+run) before it draws its random subsample of ``scheduler-subsample`` jobs,
+the only ones it reads. :func:`sample_ready_jobs` (config
+``execution.sample_ready_jobs``) draws that subsample where the ready jobs are
+listed (``open_jobs``), so the round copies and resets those jobs alone; a dry
+run, which runs every ready job, and a scheduler without a subsample get the
+whole list.
+
 Every started job's shell command is formatted four times (three times by
 the log lines of its start, once for its metadata record), each a copy of
 the Snakefile's globals and a pass over the job's params and resources; and
@@ -45,6 +54,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import random
 import sys
 import threading
 from collections.abc import Sequence
@@ -137,6 +147,62 @@ def coalesce_rescheduling(scheduler_class=None) -> bool:
     schedule_reevaluation.coalesced = True
     schedule_reevaluation.original = original
     setattr(scheduler_class, METHOD, schedule_reevaluation)
+    return True
+
+
+OPEN_JOBS = "open_jobs"
+# What the original lists (snakemake 9): the DAG's ready jobs
+_OPEN_NAMES = {"list", "workflow", "dag", "ready_jobs"}
+# What the scheduling round does with them (snakemake 9): a set, each job's
+# params and resources reset, then a random subsample when there are more
+# than `subsample` (none in a dry run, which runs them all)
+_ROUND_NAMES = {"open_jobs", "reset_params_and_resources", "subsample", "dryrun", "random", "sample"}
+
+
+def samplable(scheduler_class, prop) -> bool:
+    """Whether ``prop`` is the open-jobs property the patch samples, read by
+    the scheduling round it was written for."""
+    getter = getattr(prop, "fget", None)
+    code = getattr(getter, "__code__", None)
+    round_code = getattr(getattr(scheduler_class, "schedule", None), "__code__", None)
+    if not isinstance(prop, property) or code is None or round_code is None:
+        return False
+    return (list(inspect.signature(getter).parameters) == ["self"] and _names(code) == _OPEN_NAMES
+            and _ROUND_NAMES <= _names(round_code))
+
+
+class SampledProperty(property):
+    """The patched property, marked (and given ``original``) so a second patch sees it."""
+
+    sampled = True
+
+
+def sample_ready_jobs(scheduler_class=None) -> bool:
+    """Make ``scheduler_class.open_jobs`` (Snakemake's ``JobScheduler`` by
+    default) the random subsample of at most ``subsample`` ready jobs that the
+    scheduling round would draw from the whole list, so the round resets and
+    copies those jobs and not every ready one. A dry run, or a scheduler
+    without a subsample, gets the whole list. False, changing nothing, when
+    the class has no such property or not the one the patch was written for."""
+    scheduler_class = snakemake_class(scheduler_class, "snakemake.scheduling.job_scheduler", "JobScheduler")
+    original, done = patch_state(scheduler_class, OPEN_JOBS, "sampled", lambda prop: samplable(scheduler_class, prop))
+    if done is not None:
+        return done
+    getter = original.fget
+
+    def open_jobs(self):
+        size = self.subsample
+        if self.dryrun or not size:
+            return getter(self)
+        ready = self.workflow.dag.ready_jobs
+        if len(ready) <= size:
+            return list(ready)
+        # the module-level generator, as the round's own subsample: job order changes no output
+        return random.sample(tuple(ready), k=size)
+
+    sampled = SampledProperty(open_jobs, doc=original.__doc__)
+    sampled.original = original
+    setattr(scheduler_class, OPEN_JOBS, sampled)
     return True
 
 
