@@ -20,9 +20,11 @@ from conftest import REPO
 from cqb.pipeline.config_schema import validate_config
 from cqb.pipeline.results import config_hash
 from cqb.jobs.client import WORKER_RUNS
+from cqb.pipeline.job_patches import (index_input_producers, indexable, memoizable, memoize_shell_commands,
+                                      memoize_signatures)
 from cqb.pipeline.scheduling import (DeferredJobs, coalesce_rescheduling, defer_remaining_jobs, deferrable,
-                                     memoizable, memoize_shell_commands, memoize_signatures, replaceable,
-                                     samplable, sample_ready_jobs)
+                                     replaceable, samplable, sample_ready_jobs, sizes_unread, skippable,
+                                     skip_unread_input_sizes)
 
 SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
 
@@ -37,6 +39,7 @@ def test_the_execution_switches_default_on_and_stay_out_of_the_config_hash():
     config = _config()
     assert config["execution"] == {"run_server": True, "run_client": True, "coalesce_rescheduling": True,
                                    "defer_remaining_jobs": True, "sample_ready_jobs": True,
+                                   "skip_unread_input_sizes": True, "index_input_producers": True,
                                    "memoize_shell_commands": True,
                                    "memoize_signatures": True, "worker_runs": WORKER_RUNS}
     for switch in config["execution"]:
@@ -275,6 +278,183 @@ def test_the_installed_snakemake_has_the_open_jobs_and_the_round_the_patch_was_w
     assert samplable(JobScheduler, getattr(prop, "original", prop))
 
 
+class FakeSizes:
+    """What Snakemake 9's JobScheduler does to update the input sizes."""
+
+    def __init__(self, selector):
+        self._scheduler, self._input_sizes = selector, {}
+
+    async def update_input_sizes(self, jobs):
+        import asyncio
+
+        async def get_size(path):
+            return path, await path.size() if await path.exists() else None
+
+        paths = {path for job in jobs for path in job.input}
+        if paths:
+            self._input_sizes.update(await asyncio.gather(*[get_size(path) for path in paths]))
+
+
+class StatCountingPath(str):
+    stats = 0
+
+    async def exists(self):
+        StatCountingPath.stats += 1
+        return True
+
+    async def size(self):
+        return 10
+
+
+def _greedy(omit: bool):
+    from snakemake.scheduling.greedy import Scheduler as Greedy
+    from snakemake.scheduling.greedy import SchedulerSettings
+
+    greedy = Greedy.__new__(Greedy)
+    greedy.settings = SchedulerSettings(omit_prioritize_by_temp_and_input=omit)
+    return greedy
+
+
+def test_the_input_sizes_are_skipped_only_for_greedy_omitting_them_and_greedy_then_never_reads_them():
+    import asyncio
+
+    class Scheduler(FakeSizes):
+        pass
+
+    assert skippable(FakeSizes.__dict__["update_input_sizes"])
+    assert skip_unread_input_sizes(Scheduler) and skip_unread_input_sizes(Scheduler)  # wraps once
+    assert Scheduler.__dict__["update_input_sizes"].original is FakeSizes.__dict__["update_input_sizes"]
+    job = type("Job", (), {"input": [StatCountingPath("a"), StatCountingPath("b")], "priority": 0,
+                           "scheduler_resources": {"_cores": 1}})()
+    other_selector = type("Scheduler", (), {"settings": _greedy(True).settings})()  # not greedy's class
+    for selector, skipped in ((_greedy(True), True), (_greedy(False), False), (other_selector, False)):
+        scheduler, before = Scheduler(selector), StatCountingPath.stats
+        asyncio.run(scheduler.update_input_sizes([job]))
+        assert sizes_unread(scheduler) is skipped
+        assert (scheduler._input_sizes, StatCountingPath.stats - before) == (({}, 0) if skipped else
+                                                                             ({"a": 10, "b": 10}, 2))
+
+    class Unreadable(dict):
+        def __getitem__(self, key):
+            raise AssertionError("greedy read an input size")
+
+    assert _greedy(True).select_jobs([job], [], {"_cores": 2}, Unreadable()) == [job]
+
+
+def test_the_input_sizes_patch_leaves_alone_a_method_it_was_not_written_for():
+    class Synchronous(FakeSizes):
+        def update_input_sizes(self, jobs):  # not a coroutine
+            self._input_sizes.update({path: None for job in jobs for path in job.input})
+
+    assert not skippable(Synchronous.__dict__["update_input_sizes"])
+    assert skip_unread_input_sizes(Synchronous) is False and skip_unread_input_sizes(object) is False
+    assert not getattr(Synchronous.update_input_sizes, "skipped", False)
+
+
+def test_the_installed_snakemake_has_the_input_size_update_the_patch_skips():
+    from snakemake.scheduling.job_scheduler import JobScheduler
+
+    method = inspect.getattr_static(JobScheduler, "update_input_sizes")
+    assert skippable(getattr(method, "original", method))
+
+
+class CountedDependencies(dict):
+    passes = 0
+
+    def items(self):
+        CountedDependencies.passes += 1
+        return super().items()
+
+
+class FakeProducer:
+    def __init__(self, pipes=()):
+        self.pipe_or_service_output = set(pipes)
+
+
+class FakePrepared:
+    """What Snakemake 9's Job reads for its pipe-or-service test, and a prepare that tests every input."""
+
+    def __init__(self, dependencies, inputs):
+        self.dag = type("DAG", (), {})()
+        self.dag.dependencies = {self: CountedDependencies(dependencies)}
+        self.input, self.answers = inputs, None
+
+    async def prepare(self):
+        self.answers = {f for f in self.input if self.is_pipe_or_service_input(f)}
+
+    def is_pipe_or_service_input(self, path) -> bool:
+        for dep, files in self.dag.dependencies[self].items():
+            if path in files:
+                return path in dep.pipe_or_service_output
+        return False
+
+
+def test_the_indexed_pipe_test_answers_as_the_original_with_one_pass_per_prepare():
+    import asyncio
+
+    class Job(FakePrepared):
+        pass
+
+    assert indexable(FakePrepared) and index_input_producers(Job) and index_input_producers(Job)  # wraps once
+    piped, plain, late = FakeProducer({"p1", "both"}), FakeProducer(), FakeProducer({"shared"})
+    # "shared" is made by `plain` first: the first dependency holding a path decides, as in the original
+    dependencies = {plain: {"x", "y", "shared"}, piped: {"p1", "both", "z"}, late: {"shared", "w"}}
+    inputs = ["x", "p1", "both", "z", "shared", "w", "nowhere"]
+    original, job = FakePrepared(dependencies, inputs), Job(dependencies, inputs)
+    asyncio.run(original.prepare())
+    CountedDependencies.passes = 0
+    asyncio.run(job.prepare())
+    assert job.answers == original.answers == {"p1", "both"}
+    assert CountedDependencies.passes == 1  # one pass for all seven tests
+    assert "_cqb_input_producers" not in job.__dict__  # the index lives for one prepare
+    assert [job.is_pipe_or_service_input(f) for f in inputs] == [original.is_pipe_or_service_input(f) for f in inputs]
+    assert CountedDependencies.passes > 1  # outside a prepare: the original, pass by pass
+
+
+
+def test_the_input_index_is_dropped_when_the_prepare_fails():
+    import asyncio
+
+    class Failing(FakePrepared):
+        async def prepare(self):
+            self.is_pipe_or_service_input("x")
+            raise OSError("disk full")
+
+    assert index_input_producers(Failing)
+    job = Failing({FakeProducer(): {"x"}}, ["x"])
+    with pytest.raises(OSError, match="disk full"):
+        asyncio.run(job.prepare())
+    assert "_cqb_input_producers" not in job.__dict__
+
+
+def test_the_input_index_leaves_alone_a_job_it_was_not_written_for():
+    class Reordered(FakePrepared):
+        def is_pipe_or_service_input(self, path) -> bool:  # the last holder decides: another rule
+            answer = False
+            for dep, files in self.dag.dependencies[self].items():
+                if path in files:
+                    answer = path in dep.pipe_or_service_output
+            return answer and bool(self.input)
+
+    class Untested(FakePrepared):
+        async def prepare(self):  # a prepare that never runs the test
+            self.answers = set()
+
+    for job_class in (Reordered, Untested):
+        assert not indexable(job_class) and index_input_producers(job_class) is False
+        assert not getattr(job_class.is_pipe_or_service_input, "indexed", False)
+    assert index_input_producers(object) is False
+
+
+def test_the_installed_snakemake_has_the_job_the_input_index_was_written_for():
+    from snakemake.jobs import Job
+
+    test, prepare = (inspect.getattr_static(Job, name) for name in ("is_pipe_or_service_input", "prepare"))
+    original = type("Original", (), {"is_pipe_or_service_input": getattr(test, "original", test),
+                                     "prepare": getattr(prepare, "original", prepare)})
+    assert indexable(original)
+
+
 ROUNDS_SNAKEFILE = textwrap.dedent('''
     import json
     from pathlib import Path
@@ -321,6 +501,79 @@ def test_with_the_patch_a_real_round_resets_only_its_subsample_and_every_job_run
     assert all(offered <= 5 for _, offered in rounds)
     most_reset = max(reset for reset, _ in rounds)
     assert most_reset <= 5 if patch else most_reset == 40  # unpatched, the first round resets all 40
+
+
+PRODUCERS_SNAKEFILE = textwrap.dedent('''
+    import json
+    from pathlib import Path
+    from snakemake.jobs import Job
+    from snakemake.scheduling.job_scheduler import JobScheduler
+    from cqb.pipeline.job_patches import index_input_producers
+    from cqb.pipeline.scheduling import skip_unread_input_sizes
+
+    seen = {"tests": 0, "true": 0, "wrong": [], "sizes": 0}
+    selector = JobScheduler.job_selector
+
+    def sizes_seen(self, jobs):
+        seen["sizes"] = max(seen["sizes"], len(self._input_sizes))
+        return selector(self, jobs)
+
+    JobScheduler.job_selector = sizes_seen
+    if config["patch"]:
+        assert index_input_producers() and skip_unread_input_sizes()
+        indexed = Job.is_pipe_or_service_input
+
+        def checked(self, path):  # every indexed answer against the original's, from scratch
+            answer = indexed(self, path)
+            if "_cqb_input_producers" in self.__dict__:
+                seen["tests"] += 1
+                seen["true"] += answer
+                if answer != indexed.original(self, path):
+                    seen["wrong"].append(str(path))
+            return answer
+
+        Job.is_pipe_or_service_input = checked
+
+    rule all:
+        input: "sum.txt", "piped.txt"
+
+    rule one:
+        output: "out/{i}.txt"
+        shell: "echo {wildcards.i} > {output}"
+
+    rule gather:
+        input: expand("out/{i}.txt", i=range(30))
+        output: "sum.txt"
+        shell: "cat {input} > {output}"
+
+    rule make_pipe:
+        output: pipe("numbers.pipe")
+        shell: "seq 3 > {output}"
+
+    rule read_pipe:
+        input: "numbers.pipe", "out/0.txt"
+        output: "piped.txt"
+        shell: "cat {input[0]} > {output}"
+
+    onsuccess:
+        Path("seen.json").write_text(json.dumps(seen))
+''')
+
+
+@pytest.mark.parametrize("patch", [True, False])
+def test_with_the_patches_a_real_run_indexes_each_prepare_as_the_original_and_stats_no_input(tmp_path, patch):
+    (tmp_path / "Snakefile").write_text(PRODUCERS_SNAKEFILE)
+    done = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "--scheduler", "greedy",
+                           "--scheduler-greedy-omit-prioritize-by-temp-and-input", "--config", f"patch={patch}"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert (tmp_path / "sum.txt").read_text().split() == [str(i) for i in range(30)]
+    assert (tmp_path / "piped.txt").read_text().split() == ["1", "2", "3"]
+    seen = json.loads((tmp_path / "seen.json").read_text())
+    if patch:  # the gather's 30 inputs and the pipe reader's two, each answered from the index
+        assert seen["wrong"] == [] and seen["tests"] >= 32 and seen["true"] == 1 and seen["sizes"] == 0
+    else:
+        assert seen["sizes"] >= 30  # the sizes of the gather's inputs, stat'ed for a selector that omits them
 
 
 TIMER_SNAKEFILE = textwrap.dedent('''
@@ -459,9 +712,9 @@ def test_the_installed_snakemake_has_the_job_and_the_function_the_memos_were_wri
     import snakemake.common as common
 
     code = common.get_function_params.__code__
-    from cqb.pipeline import scheduling
+    from cqb.pipeline import job_patches
 
-    assert scheduling._names(code) == scheduling._SIGNATURE_NAMES
+    assert job_patches.code_names(code) == job_patches._SIGNATURE_NAMES
 
 
 def test_a_memoized_signature_is_the_functions_own_and_an_overwrite_still_wins(monkeypatch):

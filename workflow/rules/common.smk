@@ -53,6 +53,8 @@ def load_config():
             "coalesce_rescheduling",
             "defer_remaining_jobs",
             "sample_ready_jobs",
+            "skip_unread_input_sizes",
+            "index_input_producers",
             "memoize_shell_commands",
             "memoize_signatures",
         ):

@@ -4,7 +4,8 @@
 # simulate jobs (cqb.jobs, docs/jobs.md; execution.run_server) and the
 # scheduler's patches (cqb.pipeline.scheduling; execution.coalesce_rescheduling,
 # execution.defer_remaining_jobs, execution.sample_ready_jobs,
-# execution.memoize_shell_commands,
+# execution.skip_unread_input_sizes; cqb.pipeline.job_patches:
+# execution.index_input_producers, execution.memoize_shell_commands,
 # execution.memoize_signatures; taken while the main workflow is parsed, so
 # the DAG's build and dry runs use them too); after a Ctrl-C, the stopped jobs' outputs
 # removed (`onerror`). Run as the main workflow, the switches
@@ -73,20 +74,24 @@ def stop_run_server():
 def patch_scheduler():
     """One pending re-evaluation timer instead of a chain per finished job;
     the remaining jobs listed only when the job selector reads them; the
-    ready jobs' subsample drawn where they are listed; a job's shell command
-    formatted once, a function's signature read once."""
+    ready jobs' subsample drawn where they are listed; no input sizes for a
+    selector that never reads them; a job's inputs mapped to their producers
+    once per prepare; a job's shell command formatted once, a function's
+    signature read once."""
+    from cqb.pipeline.job_patches import index_input_producers, memoize_shell_commands, memoize_signatures
     from cqb.pipeline.scheduling import (
         coalesce_rescheduling,
         defer_remaining_jobs,
-        memoize_shell_commands,
-        memoize_signatures,
         sample_ready_jobs,
+        skip_unread_input_sizes,
     )
 
     for switch, patch, patched, what in (
         ("coalesce_rescheduling", coalesce_rescheduling, "JobScheduler", "timer"),
         ("defer_remaining_jobs", defer_remaining_jobs, "JobScheduler", "remaining-jobs"),
         ("sample_ready_jobs", sample_ready_jobs, "JobScheduler", "ready-jobs"),
+        ("skip_unread_input_sizes", skip_unread_input_sizes, "JobScheduler", "input-sizes"),
+        ("index_input_producers", index_input_producers, "Job", "input-producers"),
         ("memoize_shell_commands", memoize_shell_commands, "Job", "shell-command"),
         ("memoize_signatures", memoize_signatures, "get_function_params", "signature"),
     ):

@@ -31,24 +31,22 @@ listed (``open_jobs``), so the round copies and resets those jobs alone; a dry
 run, which runs every ready job, and a scheduler without a subsample get the
 whole list.
 
-Every started job's shell command is formatted four times (three times by
-the log lines of its start, once for its metadata record), each a copy of
-the Snakefile's globals and a pass over the job's params and resources; and
-every param, input and resource function of a job has its signature read by
-``inspect.signature`` again. With ~23,000 jobs these were about a sixth of
-Snakemake's own CPU in a py-spy profile. :func:`memoize_shell_commands`
-(config ``execution.memoize_shell_commands``) keeps a job's formatted command
-while the params and resources it was formatted from are the job's (Snakemake
-drops both when it resets them, and the command is formatted again);
-:func:`memoize_signatures` (config ``execution.memoize_signatures``) keeps a
-function's parameters on the function, as Snakemake's own
-``overwrite_function_params`` does.
+Every scheduling round also has the input files of its jobs stat'ed, one
+asyncio task per file, for the job selector's prioritisation by temp and
+input files; the profile's greedy selector omits that prioritisation and
+never reads the sizes. With the aggregations' thousands of inputs this was a
+quarter of Snakemake's own CPU in a py-spy profile of the full run.
+:func:`skip_unread_input_sizes` (config ``execution.skip_unread_input_sizes``)
+skips the update where the selector is greedy with that setting.
+
+What the workflow changes in Snakemake's jobs: :mod:`cqb.pipeline.job_patches`.
 
 Each patch replaces a private method or property, so it first checks that
 it is the one it was written for (its parameters and the names its code
 uses), keeps the original, and falls back to it: the timer patch calls the
-original whenever its own way fails, the deferred list is the original's,
-a command or signature the memo does not hold is the original's."""
+original whenever its own way fails, the deferred list and the sampled
+jobs are the original's where a round would read them all, the sizes are
+updated wherever a selector reads them."""
 
 from __future__ import annotations
 
@@ -67,12 +65,12 @@ _ORIGINAL_PARAMETERS = ["self", "delay"]
 _ORIGINAL_NAMES = {"threading", "Timer", "start", "_open_jobs", "release"}
 
 
-def _names(code) -> set[str]:
+def code_names(code) -> set[str]:
     """The global and attribute names a function's code uses, its nested code's included."""
     names = set(code.co_names)
     for constant in code.co_consts:
         if inspect.iscode(constant):
-            names |= _names(constant)
+            names |= code_names(constant)
     return names
 
 
@@ -106,7 +104,7 @@ def replaceable(method) -> bool:
         parameters = list(inspect.signature(method).parameters)
     except (TypeError, ValueError):
         return False
-    return parameters == _ORIGINAL_PARAMETERS and _names(code) == _ORIGINAL_NAMES
+    return parameters == _ORIGINAL_PARAMETERS and code_names(code) == _ORIGINAL_NAMES
 
 
 def coalesce_rescheduling(scheduler_class=None) -> bool:
@@ -167,8 +165,8 @@ def samplable(scheduler_class, prop) -> bool:
     round_code = getattr(getattr(scheduler_class, "schedule", None), "__code__", None)
     if not isinstance(prop, property) or code is None or round_code is None:
         return False
-    return (list(inspect.signature(getter).parameters) == ["self"] and _names(code) == _OPEN_NAMES
-            and _ROUND_NAMES <= _names(round_code))
+    return (list(inspect.signature(getter).parameters) == ["self"] and code_names(code) == _OPEN_NAMES
+            and _ROUND_NAMES <= code_names(round_code))
 
 
 class SampledProperty(property):
@@ -203,6 +201,62 @@ def sample_ready_jobs(scheduler_class=None) -> bool:
     sampled = SampledProperty(open_jobs, doc=original.__doc__)
     sampled.original = original
     setattr(scheduler_class, OPEN_JOBS, sampled)
+    return True
+
+
+INPUT_SIZES = "update_input_sizes"
+# What the original does (snakemake 9): every input file of the round's jobs stat'ed, one task each
+_INPUT_SIZES_NAMES = {"size", "exists", "gather", "_input_sizes", "input", "update"}
+# Where greedy reads them (snakemake 9): only without omit-prioritize-by-temp-and-input
+_REWARD_NAMES = {"settings", "omit_prioritize_by_temp_and_input", "priority", "input", "is_flagged"}
+GREEDY_MODULE = "snakemake.scheduling.greedy"
+
+
+def sizes_unread(scheduler) -> bool:
+    """Whether the job selector of ``scheduler`` (a JobScheduler) never reads
+    the input sizes: Snakemake's greedy selector told to omit its
+    prioritisation by temp and input files (the profile's). Another
+    selector, or greedy without that setting, reads them."""
+    selector = getattr(scheduler, "_scheduler", None)
+    settings = getattr(selector, "settings", None)
+    return (type(selector).__module__ == GREEDY_MODULE and type(selector).__name__ == "Scheduler"
+            and getattr(settings, "omit_prioritize_by_temp_and_input", None) is True)
+
+
+def skippable(method) -> bool:
+    """Whether ``method`` is the input-size update the patch skips, and the
+    installed greedy selector reads sizes only when it does not omit them."""
+    code = getattr(method, "__code__", None)
+    if code is None or not inspect.iscoroutinefunction(method):
+        return False
+    try:
+        from snakemake.scheduling.greedy import Scheduler as Greedy
+    except ImportError:
+        return False
+    reward = getattr(getattr(Greedy, "job_reward", None), "__code__", None)
+    return (list(inspect.signature(method).parameters) == ["self", "jobs"]
+            and _INPUT_SIZES_NAMES <= code_names(code) and reward is not None and _REWARD_NAMES <= code_names(reward))
+
+
+def skip_unread_input_sizes(scheduler_class=None) -> bool:
+    """Make ``scheduler_class.update_input_sizes`` (Snakemake's ``JobScheduler``
+    by default) do nothing where the job selector never reads the sizes
+    (:func:`sizes_unread`), and what it did elsewhere. False, changing
+    nothing, when the class has no such method or not the one the patch was
+    written for."""
+    scheduler_class = snakemake_class(scheduler_class, "snakemake.scheduling.job_scheduler", "JobScheduler")
+    original, done = patch_state(scheduler_class, INPUT_SIZES, "skipped", skippable)
+    if done is not None:
+        return done
+
+    async def update_input_sizes(self, jobs):
+        if sizes_unread(self):
+            return
+        await original(self, jobs)
+
+    update_input_sizes.skipped = True
+    update_input_sizes.original = original
+    setattr(scheduler_class, INPUT_SIZES, update_input_sizes)
     return True
 
 
@@ -246,7 +300,7 @@ def deferrable(prop) -> bool:
     code = getattr(getter, "__code__", None)
     if not isinstance(prop, property) or code is None:
         return False
-    return list(inspect.signature(getter).parameters) == ["self"] and _names(code) == _REMAINING_NAMES
+    return list(inspect.signature(getter).parameters) == ["self"] and code_names(code) == _REMAINING_NAMES
 
 
 def defer_remaining_jobs(scheduler_class=None) -> bool:
@@ -262,104 +316,4 @@ def defer_remaining_jobs(scheduler_class=None) -> bool:
     deferred = DeferredProperty(lambda self: DeferredJobs(getter, self), doc=original.__doc__)
     deferred.original = original
     setattr(scheduler_class, REMAINING, deferred)
-    return True
-
-
-SHELL_COMMAND = "shellcmd"
-# What the original reads (snakemake 9): the rule's command, formatted by format_wildcards
-_SHELL_COMMAND_NAMES = {"format_wildcards", "rule", "shellcmd", "AttributeError", "KeyError", "RuleException",
-                        "format", "str"}
-# What resetting a job's params and resources drops (snakemake 9): the memo's key is those two
-_RESET_NAMES = {"_params", "_resources", "_params_and_resources_resetted"}
-_MEMO = "_cqb_shell_command"
-
-
-def memoizable(job_class) -> bool:
-    """Whether ``job_class`` has the shell-command property the memo was written
-    for, and a reset that drops exactly the params and resources it keys on."""
-    prop = inspect.getattr_static(job_class, SHELL_COMMAND, None)
-    getter = getattr(prop, "fget", None)
-    reset = getattr(job_class, "reset_params_and_resources", None)
-    if not isinstance(prop, property) or getattr(getter, "__code__", None) is None or \
-            getattr(reset, "__code__", None) is None:
-        return False
-    return (list(inspect.signature(getter).parameters) == ["self"]
-            and _names(getter.__code__) == _SHELL_COMMAND_NAMES and _names(reset.__code__) == _RESET_NAMES)
-
-
-class MemoizedProperty(property):
-    """The patched property, marked (and given ``original``) so a second patch sees it."""
-
-    memoized = True
-
-
-def memoize_shell_commands(job_class=None) -> bool:
-    """Make ``job_class.shellcmd`` (Snakemake's ``Job`` by default) return the
-    command it formatted last while the job's params, resources and id are the
-    objects it was formatted from. False, changing nothing, when the class has
-    no such property or not the one the memo was written for."""
-    job_class = snakemake_class(job_class, "snakemake.jobs", "Job")
-    original, done = patch_state(job_class, SHELL_COMMAND, "memoized", lambda _: memoizable(job_class))
-    if done is not None:
-        return done
-    getter = original.fget
-
-    def shell_command(self):
-        memo = self.__dict__.get(_MEMO)
-        if memo is not None and memo[0] is self._params and memo[1] is self._resources and \
-                memo[2] == self.jobid and memo[0] is not None:
-            return memo[3]
-        command = getter(self)  # sets the params and resources it formats from
-        self.__dict__[_MEMO] = (self._params, self._resources, self.jobid, command)
-        return command
-
-    memoized = MemoizedProperty(shell_command, doc=original.__doc__)
-    memoized.original = original
-    setattr(job_class, SHELL_COMMAND, memoized)
-    return True
-
-
-SIGNATURE = "get_function_params"
-# What the original reads (snakemake 9): an overwritten parameter list, else inspect.signature's
-_SIGNATURE_NAMES = {"hasattr", "getattr", "FUNC_OVERWRITE_PARAMS_ATTR", "inspect", "signature", "parameters"}
-_KEPT = "__cqb_parameters__"
-
-
-def memoize_signatures(modules=None) -> bool:
-    """Make ``get_function_params`` of ``snakemake.common`` (and of the modules
-    that imported it: ``modules``, by default every loaded ``snakemake.*``)
-    keep a function's parameters on the function once read. False, changing
-    nothing, when the function is not the one the memo was written for."""
-    try:
-        import snakemake.common as common
-    except ImportError:
-        return False
-    original = getattr(common, SIGNATURE, None)
-    if getattr(original, "memoized", False):
-        return True
-    code = getattr(original, "__code__", None)
-    if code is None or list(inspect.signature(original).parameters) != ["func"] or \
-            _names(code) != _SIGNATURE_NAMES:
-        return False
-
-    overwritten = getattr(common, "FUNC_OVERWRITE_PARAMS_ATTR", None)
-
-    def function_params(func):
-        kept = getattr(func, _KEPT, None)
-        if kept is not None and not (overwritten and hasattr(func, overwritten)):  # an overwrite wins, as before
-            return kept
-        params = original(func)
-        try:
-            setattr(func, _KEPT, params)
-        except (AttributeError, TypeError):  # a builtin, a method, a slotted callable: read each time
-            pass
-        return params
-
-    function_params.memoized = True
-    function_params.original = original
-    if modules is None:
-        modules = [module for name, module in list(sys.modules.items())
-                   if name.startswith("snakemake") and getattr(module, SIGNATURE, None) is original]
-    for module in {common, *modules}:
-        setattr(module, SIGNATURE, function_params)
     return True
