@@ -4,9 +4,10 @@ simulations' own CPU on the jobs both ran.
     python -m bench.common_jobs CLONE_BASELINE CLONE [--out FILE]
 
 Each CLONE is a fresh clone in which the whole replication ran under
-`cqb time` (its last row of docs/results/timings.tsv: wall time, the CPU of
-all processes, Snakemake's own) and left its simulate logs
-(results/logs/simulate/INSTANCE/T/POLICY/seedN.log, each ending with the
+`cqb time` (its last row of docs/results/timings.tsv of `snakemake --cores
+N`, with or without `--config` settings such as the execution switches, and
+no target: wall time, the CPU of all processes, Snakemake's own) and left
+its simulate logs (results/logs/simulate/INSTANCE/T/POLICY/seedN.log, each ending with the
 run's CPU in its process). Runs of different commits hold different
 experiments, so the simulations are also compared on the jobs of the trace
 keys (instance, horizon, seed) whose every job, and only those, both ran:
@@ -26,6 +27,8 @@ from collections import defaultdict
 from pathlib import Path
 
 CPU = re.compile(r"\(([\d.]+) s CPU in this process\)")
+# `--config` takes every argument after it, so a command with it names no target
+WHOLE_RUN = re.compile(r"\S*snakemake --cores \d+(?: --config \S.*)?")
 
 
 def job_cpu(results: Path) -> dict[tuple, float]:
@@ -48,10 +51,11 @@ def by_trace(cpu: dict[tuple, float]) -> dict[tuple, set]:
 
 
 def whole_run(clone: Path) -> dict:
-    """The clone's last `cqb time` row of a whole replication (`snakemake --cores N` with no target) and its commit."""
+    """The clone's last `cqb time` row of a whole replication (`snakemake --cores N`, perhaps with
+    `--config` settings, and no target) and its commit."""
     with open(clone / "docs" / "results" / "timings.tsv", newline="") as handle:
         rows = [row for row in csv.DictReader(handle, delimiter="\t")
-                if re.fullmatch(r"\S*snakemake --cores \d+", row["command"].strip())]
+                if WHOLE_RUN.fullmatch(row["command"].strip())]
     if not rows:
         sys.exit(f"common_jobs: no timed run of the whole replication in {clone}/docs/results/timings.tsv")
     commit = subprocess.run(["git", "-C", str(clone), "rev-parse", "--short", "HEAD"], capture_output=True,

@@ -155,8 +155,8 @@ TIMINGS_HEADER = ("date\tlabel\tcommand\twall_seconds\tload_before\tload_mean\tl
 def test_common_jobs_compares_only_trace_keys_with_the_same_jobs(tmp_path, capsys):
     """A key whose jobs differ between the runs (an extra policy) is left out
     of the common sum, and so is a log without its last line (a killed run);
-    each run's row is its last timed run of the whole replication (not of a
-    target)."""
+    each run's row is its last timed run of the whole replication, with or
+    without --config settings (not of a target)."""
     from bench.common_jobs import job_cpu, main
 
     old, new = tmp_path / "old", tmp_path / "new"
@@ -167,7 +167,9 @@ def test_common_jobs_compares_only_trace_keys_with_the_same_jobs(tmp_path, capsy
         timings = clone / "docs" / "results" / "timings.tsv"
         timings.parent.mkdir(parents=True)
         timings.write_text(TIMINGS_HEADER
-                           + f"d\twhole\t.venv/bin/snakemake --cores 2\t{600 * scale + 5}\t1\t2.2\t3\t2\t0\t900\t90\n"
+                           + "d\twhole\t.venv/bin/snakemake --cores 2\t10\t1\t2\t2\t2\t0\t8\t1\n"
+                           + f"d\tswitches\t.venv/bin/snakemake --cores 2 --config execution={{a: false}}"
+                           f"\t{600 * scale + 5}\t1\t2.2\t3\t2\t0\t900\t90\n"
                            + "d\tone figure\t.venv/bin/snakemake --cores 2 fig8\t50\t1\t2\t2\t2\t0\t80\t9\n")
     _simulate_log(new / "results", "synth", "cqb_ts", 1, 0.3)  # seed 1 has a third job in the new run only
     _simulate_log(new / "results", "pool", "cqb_opt", 0, 0.5)  # a key the old run lacks
