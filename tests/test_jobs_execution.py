@@ -23,8 +23,8 @@ from cqb.jobs.client import WORKER_RUNS
 from cqb.pipeline.job_patches import (index_input_producers, indexable, memoizable, memoize_shell_commands,
                                       memoize_signatures)
 from cqb.pipeline.scheduling import (DeferredJobs, coalesce_rescheduling, defer_remaining_jobs, deferrable,
-                                     replaceable, samplable, sample_ready_jobs, sizes_unread, skippable,
-                                     skip_unread_input_sizes)
+                                     freeze_the_dag, replaceable, samplable, sample_ready_jobs, sizes_unread,
+                                     skippable, skip_unread_input_sizes, spare_the_dag_build)
 
 SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
 
@@ -40,6 +40,7 @@ def test_the_execution_switches_default_on_and_stay_out_of_the_config_hash():
     assert config["execution"] == {"run_server": True, "run_client": True, "coalesce_rescheduling": True,
                                    "defer_remaining_jobs": True, "sample_ready_jobs": True,
                                    "skip_unread_input_sizes": True, "index_input_producers": True,
+                                   "tune_collector": True,
                                    "memoize_shell_commands": True,
                                    "memoize_signatures": True, "worker_runs": WORKER_RUNS}
     for switch in config["execution"]:
@@ -574,6 +575,26 @@ def test_with_the_patches_a_real_run_indexes_each_prepare_as_the_original_and_st
         assert seen["wrong"] == [] and seen["tests"] >= 32 and seen["true"] == 1 and seen["sizes"] == 0
     else:
         assert seen["sizes"] >= 30  # the sizes of the gather's inputs, stat'ed for a selector that omits them
+
+
+def test_the_collector_is_spared_while_the_dag_is_built_and_the_dag_frozen_after(monkeypatch):
+    import gc
+
+    monkeypatch.setattr(gc, "set_threshold", gc.set_threshold)  # restored after the test, whatever it sets
+    original = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 10, 10)
+        before = spare_the_dag_build()
+        assert before == (700, 10, 10) and gc.get_threshold() == (50_000, 10, 10)  # the older generations kept
+        dag = [[job] for job in range(1000)]  # tracked objects alive when the DAG is built
+        frozen_before = gc.get_freeze_count()
+        assert freeze_the_dag(before) >= frozen_before + len(dag)
+        assert gc.get_threshold() == (700, 10, 10)  # Python's settings back for the run
+        gc.set_threshold(90_000, 5, 5)
+        assert spare_the_dag_build() == (90_000, 5, 5) and gc.get_threshold() == (90_000, 5, 5)  # never lowered
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*original)
 
 
 TIMER_SNAKEFILE = textwrap.dedent('''

@@ -55,6 +55,7 @@ def load_config():
             "sample_ready_jobs",
             "skip_unread_input_sizes",
             "index_input_producers",
+            "tune_collector",
             "memoize_shell_commands",
             "memoize_signatures",
         ):

@@ -156,10 +156,33 @@ def remove_stopped_jobs_outputs():
     )
 
 
+COLLECTOR_THRESHOLDS = None  # Python's collector thresholds before the DAG's build, if spared
+
+
+def spare_the_collector():
+    """Fewer collections of Python's cyclic collector while the DAG is built
+    (cqb.pipeline.scheduling.spare_the_dag_build)."""
+    from cqb.pipeline.scheduling import spare_the_dag_build
+
+    global COLLECTOR_THRESHOLDS
+    if config["execution"]["tune_collector"] and COLLECTOR_THRESHOLDS is None:
+        COLLECTOR_THRESHOLDS = spare_the_dag_build()
+
+
+def freeze_the_collector():
+    """The built DAG frozen out of every later collection, the thresholds
+    restored (cqb.pipeline.scheduling.freeze_the_dag)."""
+    from cqb.pipeline.scheduling import freeze_the_dag
+
+    if config["execution"]["tune_collector"]:
+        freeze_the_dag(COLLECTOR_THRESHOLDS)
+
+
 def start_execution_helpers():
     sweep_run_files()
     start_run_server()
     patch_scheduler()
+    freeze_the_collector()
 
 
 onstart:
@@ -182,3 +205,4 @@ elif not IS_MODULE and workflow.is_main_process:
     # also serve the DAG's build and a dry run's job listing, not only the
     # jobs after `onstart`.
     patch_scheduler()
+    spare_the_collector()

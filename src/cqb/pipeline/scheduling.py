@@ -317,3 +317,35 @@ def defer_remaining_jobs(scheduler_class=None) -> bool:
     deferred.original = original
     setattr(scheduler_class, REMAINING, deferred)
     return True
+
+
+# Python's cyclic collector traverses every tracked object of a generation at
+# each of its collections. Snakemake's main process builds a DAG of hundreds
+# of thousands of objects that live to its end (the jobs, their file lists,
+# reasons and params): a forced dry run of the full config spent about an
+# eighth of its CPU in a dozen full collections while the DAG grew.
+DAG_BUILD_THRESHOLD = 50_000  # allocations between youngest-generation collections (Python's default: 700)
+
+
+def spare_the_dag_build() -> tuple:
+    """Fewer collections while the DAG is built: the youngest generation's
+    threshold raised to DAG_BUILD_THRESHOLD (the older ones' kept). The
+    thresholds before, for :func:`freeze_the_dag` to restore."""
+    import gc
+
+    before = gc.get_threshold()
+    gc.set_threshold(max(before[0], DAG_BUILD_THRESHOLD), *before[1:])
+    return before
+
+
+def freeze_the_dag(thresholds: tuple | None = None) -> int:
+    """Once the DAG is built: every object alive now moved out of the
+    collector's generations for good (``gc.freeze``), so no later collection
+    traverses the DAG; the thresholds before :func:`spare_the_dag_build`
+    restored. The number of objects frozen."""
+    import gc
+
+    gc.freeze()
+    if thresholds is not None:
+        gc.set_threshold(*thresholds)
+    return gc.get_freeze_count()
