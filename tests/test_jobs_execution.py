@@ -456,6 +456,16 @@ def test_the_installed_snakemake_has_the_job_the_input_index_was_written_for():
     assert indexable(original)
 
 
+def _snakemake_in(folder, snakefile: str, result: str, *arguments: str):
+    """A real Snakemake run of ``snakefile`` in ``folder`` on 2 cores with
+    ``arguments``; what its onsuccess wrote to the JSON file ``result``."""
+    (folder / "Snakefile").write_text(snakefile)
+    done = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", *arguments], cwd=folder,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads((folder / result).read_text())
+
+
 ROUNDS_SNAKEFILE = textwrap.dedent('''
     import json
     from pathlib import Path
@@ -493,12 +503,9 @@ ROUNDS_SNAKEFILE = textwrap.dedent('''
 
 @pytest.mark.parametrize("patch", [True, False])
 def test_with_the_patch_a_real_round_resets_only_its_subsample_and_every_job_runs(tmp_path, patch):
-    (tmp_path / "Snakefile").write_text(ROUNDS_SNAKEFILE)
-    done = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "--scheduler-subsample", "5",
-                           "--config", f"patch={patch}"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-4000:]
+    rounds = _snakemake_in(tmp_path, ROUNDS_SNAKEFILE, "rounds.json", "--scheduler-subsample", "5",
+                           "--config", f"patch={patch}")
     assert sorted(int(p.stem) for p in (tmp_path / "out").iterdir()) == list(range(40))
-    rounds = json.loads((tmp_path / "rounds.json").read_text())
     assert all(offered <= 5 for _, offered in rounds)
     most_reset = max(reset for reset, _ in rounds)
     assert most_reset <= 5 if patch else most_reset == 40  # unpatched, the first round resets all 40
@@ -563,14 +570,10 @@ PRODUCERS_SNAKEFILE = textwrap.dedent('''
 
 @pytest.mark.parametrize("patch", [True, False])
 def test_with_the_patches_a_real_run_indexes_each_prepare_as_the_original_and_stats_no_input(tmp_path, patch):
-    (tmp_path / "Snakefile").write_text(PRODUCERS_SNAKEFILE)
-    done = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "--scheduler", "greedy",
-                           "--scheduler-greedy-omit-prioritize-by-temp-and-input", "--config", f"patch={patch}"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-4000:]
+    seen = _snakemake_in(tmp_path, PRODUCERS_SNAKEFILE, "seen.json", "--scheduler", "greedy",
+                         "--scheduler-greedy-omit-prioritize-by-temp-and-input", "--config", f"patch={patch}")
     assert (tmp_path / "sum.txt").read_text().split() == [str(i) for i in range(30)]
     assert (tmp_path / "piped.txt").read_text().split() == ["1", "2", "3"]
-    seen = json.loads((tmp_path / "seen.json").read_text())
     if patch:  # the gather's 30 inputs and the pipe reader's two, each answered from the index
         assert seen["wrong"] == [] and seen["tests"] >= 32 and seen["true"] == 1 and seen["sizes"] == 0
     else:
@@ -638,11 +641,7 @@ TIMER_SNAKEFILE = textwrap.dedent('''
 
 
 def _timers(tmp_path, patch: bool) -> dict:
-    (tmp_path / "Snakefile").write_text(TIMER_SNAKEFILE)
-    done = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "2", "--config", f"patch={patch}"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-4000:]
-    return json.loads((tmp_path / "timers.json").read_text())
+    return _snakemake_in(tmp_path, TIMER_SNAKEFILE, "timers.json", "--config", f"patch={patch}")
 
 
 class RuleException(Exception):

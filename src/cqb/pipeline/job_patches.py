@@ -30,7 +30,7 @@ from __future__ import annotations
 import inspect
 import sys
 
-from .scheduling import code_names, patch_state, snakemake_class
+from .scheduling import PatchedProperty, code_names, install, patch_state, snakemake_class
 
 PIPE_INPUT = "is_pipe_or_service_input"
 PREPARE = "prepare"
@@ -83,11 +83,8 @@ def index_input_producers(job_class=None) -> bool:
         finally:
             self.__dict__.pop(_PIPE_MEMO, None)
 
-    is_pipe_or_service_input.indexed = indexed_prepare.indexed = True
-    is_pipe_or_service_input.original, indexed_prepare.original = test, prepare
-    setattr(job_class, PIPE_INPUT, is_pipe_or_service_input)
-    setattr(job_class, PREPARE, indexed_prepare)
-    return True
+    install(job_class, PIPE_INPUT, is_pipe_or_service_input, test, "indexed")
+    return install(job_class, PREPARE, indexed_prepare, prepare, "indexed")
 
 
 SHELL_COMMAND = "shellcmd"
@@ -112,12 +109,6 @@ def memoizable(job_class) -> bool:
             and code_names(getter.__code__) == _SHELL_COMMAND_NAMES and code_names(reset.__code__) == _RESET_NAMES)
 
 
-class MemoizedProperty(property):
-    """The patched property, marked (and given ``original``) so a second patch sees it."""
-
-    memoized = True
-
-
 def memoize_shell_commands(job_class=None) -> bool:
     """Make ``job_class.shellcmd`` (Snakemake's ``Job`` by default) return the
     command it formatted last while the job's params, resources and id are the
@@ -138,10 +129,8 @@ def memoize_shell_commands(job_class=None) -> bool:
         self.__dict__[_MEMO] = (self._params, self._resources, self.jobid, command)
         return command
 
-    memoized = MemoizedProperty(shell_command, doc=original.__doc__)
-    memoized.original = original
-    setattr(job_class, SHELL_COMMAND, memoized)
-    return True
+    return install(job_class, SHELL_COMMAND, PatchedProperty(shell_command, doc=original.__doc__), original,
+                   "memoized")
 
 
 SIGNATURE = "get_function_params"

@@ -95,6 +95,21 @@ def patch_state(owner, attribute: str, mark: str, written_for):
     return original, (None if written_for(original) else False)
 
 
+class PatchedProperty(property):
+    """A patched property: unlike a plain property it takes attributes, so
+    :func:`install` can mark it and give it ``original``."""
+
+
+def install(owner, attribute: str, replacement, original, mark: str) -> bool:
+    """Put ``replacement`` (a function, or a :class:`PatchedProperty`) at
+    ``owner.attribute``, marked ``mark`` (what :func:`patch_state` looks for,
+    so a second patch sees it) and given ``original``. True."""
+    setattr(replacement, mark, True)
+    replacement.original = original
+    setattr(owner, attribute, replacement)
+    return True
+
+
 def replaceable(method) -> bool:
     """Whether ``method`` is the re-evaluation method the patch replaces."""
     code = getattr(method, "__code__", None)
@@ -142,10 +157,7 @@ def coalesce_rescheduling(scheduler_class=None) -> bool:
                   "Snakemake's own re-evaluation instead", file=sys.stderr)
             original(self, delay)
 
-    schedule_reevaluation.coalesced = True
-    schedule_reevaluation.original = original
-    setattr(scheduler_class, METHOD, schedule_reevaluation)
-    return True
+    return install(scheduler_class, METHOD, schedule_reevaluation, original, "coalesced")
 
 
 OPEN_JOBS = "open_jobs"
@@ -167,12 +179,6 @@ def samplable(scheduler_class, prop) -> bool:
         return False
     return (list(inspect.signature(getter).parameters) == ["self"] and code_names(code) == _OPEN_NAMES
             and _ROUND_NAMES <= code_names(round_code))
-
-
-class SampledProperty(property):
-    """The patched property, marked (and given ``original``) so a second patch sees it."""
-
-    sampled = True
 
 
 def sample_ready_jobs(scheduler_class=None) -> bool:
@@ -198,10 +204,7 @@ def sample_ready_jobs(scheduler_class=None) -> bool:
         # the module-level generator, as the round's own subsample: job order changes no output
         return random.sample(tuple(ready), k=size)
 
-    sampled = SampledProperty(open_jobs, doc=original.__doc__)
-    sampled.original = original
-    setattr(scheduler_class, OPEN_JOBS, sampled)
-    return True
+    return install(scheduler_class, OPEN_JOBS, PatchedProperty(open_jobs, doc=original.__doc__), original, "sampled")
 
 
 INPUT_SIZES = "update_input_sizes"
@@ -254,10 +257,7 @@ def skip_unread_input_sizes(scheduler_class=None) -> bool:
             return
         await original(self, jobs)
 
-    update_input_sizes.skipped = True
-    update_input_sizes.original = original
-    setattr(scheduler_class, INPUT_SIZES, update_input_sizes)
-    return True
+    return install(scheduler_class, INPUT_SIZES, update_input_sizes, original, "skipped")
 
 
 REMAINING = "remaining_jobs"
@@ -288,12 +288,6 @@ class DeferredJobs(Sequence):
         return iter(self._list())
 
 
-class DeferredProperty(property):
-    """The patched property, marked (and given ``original``) so a second patch sees it."""
-
-    deferred = True
-
-
 def deferrable(prop) -> bool:
     """Whether ``prop`` is the remaining-jobs property the patch defers."""
     getter = getattr(prop, "fget", None)
@@ -313,10 +307,8 @@ def defer_remaining_jobs(scheduler_class=None) -> bool:
     if done is not None:
         return done
     getter = original.fget
-    deferred = DeferredProperty(lambda self: DeferredJobs(getter, self), doc=original.__doc__)
-    deferred.original = original
-    setattr(scheduler_class, REMAINING, deferred)
-    return True
+    deferred = PatchedProperty(lambda self: DeferredJobs(getter, self), doc=original.__doc__)
+    return install(scheduler_class, REMAINING, deferred, original, "deferred")
 
 
 # Python's cyclic collector traverses every tracked object of a generation at
