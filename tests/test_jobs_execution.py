@@ -190,8 +190,6 @@ def test_the_remaining_jobs_patch_leaves_alone_a_property_it_was_not_written_for
 
 
 def test_the_installed_snakemake_has_the_property_the_patch_defers_and_greedy_never_reads_it():
-    from snakemake.scheduling.greedy import Scheduler as Greedy
-    from snakemake.scheduling.greedy import SchedulerSettings
     from snakemake.scheduling.job_scheduler import JobScheduler
 
     prop = inspect.getattr_static(JobScheduler, "remaining_jobs")
@@ -201,10 +199,7 @@ def test_the_installed_snakemake_has_the_property_the_patch_defers_and_greedy_ne
         raise AssertionError("the greedy selector read the remaining jobs")
 
     job = type("Job", (), {"scheduler_resources": {"_cores": 1}, "input": (), "priority": 0})()
-    greedy = Greedy.__new__(Greedy)
-    greedy.settings = SchedulerSettings(omit_prioritize_by_temp_and_input=True)
-    greedy.__post_init__()
-    assert greedy.select_jobs([job], DeferredJobs(unread, None), {"_cores": 2}, {}) == [job]
+    assert _greedy(True).select_jobs([job], DeferredJobs(unread, None), {"_cores": 2}, {}) == [job]
 
 
 class FakeOpen:
@@ -308,11 +303,13 @@ class StatCountingPath(str):
 
 
 def _greedy(omit: bool):
+    """Snakemake's greedy selector, told to omit (or not) its prioritisation by temp and input files."""
     from snakemake.scheduling.greedy import Scheduler as Greedy
     from snakemake.scheduling.greedy import SchedulerSettings
 
     greedy = Greedy.__new__(Greedy)
     greedy.settings = SchedulerSettings(omit_prioritize_by_temp_and_input=omit)
+    greedy.__post_init__()
     return greedy
 
 

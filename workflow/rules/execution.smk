@@ -7,7 +7,9 @@
 # execution.skip_unread_input_sizes; cqb.pipeline.job_patches:
 # execution.index_input_producers, execution.memoize_shell_commands,
 # execution.memoize_signatures; taken while the main workflow is parsed, so
-# the DAG's build and dry runs use them too); after a Ctrl-C, the stopped jobs' outputs
+# the DAG's build and dry runs use them too); Python's collector spared while
+# the DAG is built and the built DAG frozen (execution.tune_collector); after a
+# Ctrl-C, the stopped jobs' outputs
 # removed (`onerror`). Run as the main workflow, the switches
 # default to on and start in `onstart`. Included as a module, Snakemake runs
 # no `onstart` of the module, and they default to off (load_config): a module

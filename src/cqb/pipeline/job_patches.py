@@ -30,7 +30,7 @@ from __future__ import annotations
 import inspect
 import sys
 
-from .scheduling import PatchedProperty, code_names, install, patch_state, snakemake_class
+from .scheduling import PatchedProperty, code_names, getter_reads, install, patch_state, snakemake_class
 
 PIPE_INPUT = "is_pipe_or_service_input"
 PREPARE = "prepare"
@@ -99,14 +99,9 @@ _MEMO = "_cqb_shell_command"
 def memoizable(job_class) -> bool:
     """Whether ``job_class`` has the shell-command property the memo was written
     for, and a reset that drops exactly the params and resources it keys on."""
-    prop = inspect.getattr_static(job_class, SHELL_COMMAND, None)
-    getter = getattr(prop, "fget", None)
-    reset = getattr(job_class, "reset_params_and_resources", None)
-    if not isinstance(prop, property) or getattr(getter, "__code__", None) is None or \
-            getattr(reset, "__code__", None) is None:
-        return False
-    return (list(inspect.signature(getter).parameters) == ["self"]
-            and code_names(getter.__code__) == _SHELL_COMMAND_NAMES and code_names(reset.__code__) == _RESET_NAMES)
+    reset = getattr(getattr(job_class, "reset_params_and_resources", None), "__code__", None)
+    return (getter_reads(inspect.getattr_static(job_class, SHELL_COMMAND, None), _SHELL_COMMAND_NAMES)
+            and reset is not None and code_names(reset) == _RESET_NAMES)
 
 
 def memoize_shell_commands(job_class=None) -> bool:

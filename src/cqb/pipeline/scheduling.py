@@ -95,6 +95,16 @@ def patch_state(owner, attribute: str, mark: str, written_for):
     return original, (None if written_for(original) else False)
 
 
+def getter_reads(prop, names: set) -> bool:
+    """Whether ``prop`` is a property whose getter takes only ``self`` and
+    uses exactly the global and attribute ``names``."""
+    getter = getattr(prop, "fget", None)
+    code = getattr(getter, "__code__", None)
+    if not isinstance(prop, property) or code is None:
+        return False
+    return list(inspect.signature(getter).parameters) == ["self"] and code_names(code) == names
+
+
 class PatchedProperty(property):
     """A patched property: unlike a plain property it takes attributes, so
     :func:`install` can mark it and give it ``original``."""
@@ -172,13 +182,8 @@ _ROUND_NAMES = {"open_jobs", "reset_params_and_resources", "subsample", "dryrun"
 def samplable(scheduler_class, prop) -> bool:
     """Whether ``prop`` is the open-jobs property the patch samples, read by
     the scheduling round it was written for."""
-    getter = getattr(prop, "fget", None)
-    code = getattr(getter, "__code__", None)
     round_code = getattr(getattr(scheduler_class, "schedule", None), "__code__", None)
-    if not isinstance(prop, property) or code is None or round_code is None:
-        return False
-    return (list(inspect.signature(getter).parameters) == ["self"] and code_names(code) == _OPEN_NAMES
-            and _ROUND_NAMES <= code_names(round_code))
+    return round_code is not None and _ROUND_NAMES <= code_names(round_code) and getter_reads(prop, _OPEN_NAMES)
 
 
 def sample_ready_jobs(scheduler_class=None) -> bool:
@@ -290,11 +295,7 @@ class DeferredJobs(Sequence):
 
 def deferrable(prop) -> bool:
     """Whether ``prop`` is the remaining-jobs property the patch defers."""
-    getter = getattr(prop, "fget", None)
-    code = getattr(getter, "__code__", None)
-    if not isinstance(prop, property) or code is None:
-        return False
-    return list(inspect.signature(getter).parameters) == ["self"] and code_names(code) == _REMAINING_NAMES
+    return getter_reads(prop, _REMAINING_NAMES)
 
 
 def defer_remaining_jobs(scheduler_class=None) -> bool:
