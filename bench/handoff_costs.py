@@ -7,19 +7,21 @@ compiled client the package build made) and, with ``--baseline``, one from anoth
 checkout, built in place (bench.trees), by that tree's own start()
 (cqb.jobs.client, or cqb.run_client in older trees), whose forked runs show
 the fixed costs before a change. Then it runs the simulate
-rule's shell line (``bash -c 'set -euo pipefail; CLIENT run ... 2> LOG'``,
-T = 500, the oracle at the base instance, a new seed per job, the same seeds
-in every variant) one job at a time, ``--jobs`` per variant, the variants
-alternating within each of ``--rounds`` rounds so that load changes hit them
-alike:
+rule's shell line as the workflow does (``/bin/sh -c 'CLIENT run ... 2> LOG'``,
+execution.simulate_in_sh; T = 500, the oracle at the base instance, a new
+seed per job, the same seeds in every variant) one job at a time, ``--jobs``
+per variant, the variants alternating within each of ``--rounds`` rounds so
+that load changes hit them alike:
 
 * the Python client (``cqb``) or the compiled one through this checkout's
   server; the compiled one through a server of this checkout that forks a
   worker for every run (``worker_runs=1``); and the baseline's compiled client through its own server (each
   server with the client of its own tree: their protocols may differ);
+* the compiled client through this checkout's server in Snakemake's own
+  shell, ``bash -c 'set -euo pipefail; ...'`` (execution.simulate_in_sh false);
 * ``no server``: ``cqb run`` in its own process, as without the run server.
 
-Per variant and job: the CPU of the job's process tree (bash and the client,
+Per variant and job: the CPU of the job's process tree (the shell and the client,
 ``RUSAGE_CHILDREN`` of this process), of the server itself
 (``/proc/PID/schedstat``) and of its workers' runs (``cutime + cstime`` of
 ``/proc/PID/stat`` for the workers it waited for, in clock ticks, so summed
@@ -73,21 +75,27 @@ def _server_cpu(pid: int) -> tuple[float, float]:
     return _schedstat(pid), waited + alive
 
 
-def _job_line(client: str, seed: int, out: Path, log: Path, code_hash: str) -> str:
-    return (f"set -euo pipefail; {shlex.quote(client)} run --instance-spec {shlex.quote(json.dumps(SPEC))} "
+# The job's shell as Snakemake runs it: bash gets Snakemake's strict-mode prefix, other shells none.
+SHELL, BASH = "/bin/sh", "bash"
+
+
+def _job_line(client: str, seed: int, out: Path, log: Path, code_hash: str, shell: str = SHELL) -> str:
+    prefix = "set -euo pipefail; " if shell == BASH else ""
+    return (f"{prefix}{shlex.quote(client)} run --instance-spec {shlex.quote(json.dumps(SPEC))} "
             f"--policy oracle --params '{{}}' --horizon 500 --seed {seed} --code-hash {code_hash} "
             f"--out {shlex.quote(str(out))} 2> {shlex.quote(str(log))}")
 
 
 def run_batch(client: str, env: dict, server_pid: int | None, jobs: int, first_seed: int, scratch: Path,
-              code_hash: str) -> dict:
+              code_hash: str, shell: str = SHELL) -> dict:
     walls = []
     jobs_before = children_cpu()
     server_before = _server_cpu(server_pid) if server_pid else (0.0, 0.0)
     for index in range(jobs):
         out, log = scratch / f"run{index}.npz", scratch / f"run{index}.log"
         started = time.perf_counter()
-        done = subprocess.run(["bash", "-c", _job_line(client, first_seed + index, out, log, code_hash)], env=env)
+        done = subprocess.run([shell, "-c", _job_line(client, first_seed + index, out, log, code_hash, shell)],
+                              env=env)
         walls.append(time.perf_counter() - started)
         if done.returncode != 0:
             raise RuntimeError(f"{client}: job failed ({done.returncode}): {log.read_text().strip()}")
@@ -103,7 +111,7 @@ def handoff_table(results: dict, jobs: int, rounds: int, load: tuple) -> str:
              f"alternating; per job, mean of the rounds' CPU; load average (1, 5, 15 min) "
              f"{', '.join(f'{x:.2f}' for x in load[0])} before, {', '.join(f'{x:.2f}' for x in load[1])} after; "
              f"{os.cpu_count()} CPUs; Python {sys.version.split()[0]}", "",
-             "| variant | job tree: bash + client (ms) | server (ms) | run in a worker (ms) | all (ms) "
+             "| variant | job tree: shell + client (ms) | server (ms) | run in a worker (ms) | all (ms) "
              "| wall: median (ms) |",
              "| --- | ---: | ---: | ---: | ---: | ---: |"]
     for name, batches in results.items():
@@ -223,19 +231,20 @@ def main(argv: list[str] | None = None) -> int:
     servers["this checkout's server"] = (server.socket_path, server.pid, server.client, base_env)
     forking = run_client.start(worker_runs=1)  # the same server, a fresh fork for every run
     servers["this checkout's server, a fork per run"] = (forking.socket_path, forking.pid, forking.client, base_env)
-    variants = {"no server: cqb run in its own process": (cqb, base_env, None)}
+    variants = {"no server: cqb run in its own process": (cqb, base_env, None, SHELL)}
     for label, (socket_path, pid, client, job_env) in servers.items():
         env = {**job_env, run_client.RUN_SERVER_VARIABLE: socket_path, run_client.RUN_FALLBACK_VARIABLE: cqb}
         if label == "this checkout's server":  # this checkout's `cqb` speaks this checkout's protocol only
-            variants[f"Python client, {label}"] = (cqb, env, pid)
-        variants[f"compiled client, {label}"] = (client, env, pid)  # each server's own client
+            variants[f"Python client, {label}"] = (cqb, env, pid, SHELL)
+            variants[f"compiled client, {label}, in bash"] = (client, env, pid, BASH)
+        variants[f"compiled client, {label}"] = (client, env, pid, SHELL)  # each server's own client
     results = {name: [] for name in variants}
     code_hash = simulation_code_hash()
     with tempfile.TemporaryDirectory(prefix="cqb-handoff-") as scratch:
         scratch = Path(scratch)
         for round_index in range(args.rounds + 1):
-            for name, (client, env, pid) in variants.items():  # the same seeds: the same simulations
-                batch = run_batch(client, env, pid, args.jobs, FIRST_SEED, scratch, code_hash)
+            for name, (client, env, pid, shell) in variants.items():  # the same seeds: the same simulations
+                batch = run_batch(client, env, pid, args.jobs, FIRST_SEED, scratch, code_hash, shell)
                 if round_index:  # round 0 warms the bytecode and page caches
                     results[name].append(batch)
         print(handoff_table(results, args.jobs, args.rounds, (load_before, os.getloadavg())))

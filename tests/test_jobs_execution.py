@@ -42,7 +42,8 @@ def test_the_execution_switches_default_on_and_stay_out_of_the_config_hash():
                                    "skip_unread_input_sizes": True, "index_input_producers": True,
                                    "tune_collector": True,
                                    "memoize_shell_commands": True,
-                                   "memoize_signatures": True, "worker_runs": WORKER_RUNS}
+                                   "memoize_signatures": True, "simulate_in_sh": True,
+                                   "worker_runs": WORKER_RUNS}
     for switch in config["execution"]:
         flipped = copy.deepcopy(config)
         flipped["execution"][switch] = 1 if switch == "worker_runs" else False

@@ -683,12 +683,15 @@ def _job_prefix() -> str:
 
 
 REPO = Path(__file__).resolve().parent.parent
-WORKFLOW_JOB = ("set -euo pipefail; " + _job_prefix() + 'cqb_job run --policy random --seed 1 --horizon 50 '
-                '--out "$1" 2> "$2"')
+WORKFLOW_JOB = _job_prefix() + 'cqb_job run --policy random --seed 1 --horizon 50 --out "$1" 2> "$2"'
+# The job line as Snakemake runs it: in /bin/sh (execution.simulate_in_sh), or
+# in bash with Snakemake's strict-mode prefix.
+JOB_SHELLS = {"sh": ["/bin/sh", "-c", WORKFLOW_JOB], "bash": ["bash", "-c", "set -euo pipefail; " + WORKFLOW_JOB]}
 
 
+@pytest.mark.parametrize("shell", sorted(JOB_SHELLS))
 @pytest.mark.parametrize("client_file", ["unset", "missing", "not executable"])
-def test_without_a_compiled_client_workflow_jobs_use_cqb_run(server, tmp_path, client_file):
+def test_without_a_compiled_client_workflow_jobs_use_cqb_run(server, tmp_path, client_file, shell):
     """Whatever became of the client (never built, deleted, its folder gone),
     the job line runs `cqb run`, which the server still takes."""
     _, socket_path = server
@@ -700,7 +703,7 @@ def test_without_a_compiled_client_workflow_jobs_use_cqb_run(server, tmp_path, c
     env = _environment(socket_path, extra)
     env.pop(RUN_CLIENT_VARIABLE, None) if client_file == "unset" else None
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env["PATH"]])
-    done = subprocess.run(["bash", "-c", WORKFLOW_JOB, "job", str(tmp_path / "run.npz"), str(tmp_path / "log")],
+    done = subprocess.run([*JOB_SHELLS[shell], "job", str(tmp_path / "run.npz"), str(tmp_path / "log")],
                           env=env, capture_output=True, text=True)
     assert done.returncode == 0, (tmp_path / "log").read_text()
     assert (tmp_path / "run.npz").exists()
@@ -708,13 +711,14 @@ def test_without_a_compiled_client_workflow_jobs_use_cqb_run(server, tmp_path, c
 
 
 @needs_compiler
-def test_the_workflow_job_line_runs_the_compiled_client(server, client, tmp_path):
+@pytest.mark.parametrize("shell", sorted(JOB_SHELLS))
+def test_the_workflow_job_line_runs_the_compiled_client(server, client, tmp_path, shell):
     _, socket_path = server
     probe = tmp_path / "probe"
     probe.write_text(f'#!/bin/sh\necho compiled client > {tmp_path / "used"}\nexec {client} "$@"\n')
     probe.chmod(0o755)
     env = _environment(socket_path, {RUN_CLIENT_VARIABLE: str(probe)})
-    done = subprocess.run(["bash", "-c", WORKFLOW_JOB, "job", str(tmp_path / "run.npz"), str(tmp_path / "log")],
+    done = subprocess.run([*JOB_SHELLS[shell], "job", str(tmp_path / "run.npz"), str(tmp_path / "log")],
                           env=env, capture_output=True, text=True)
     assert done.returncode == 0, (tmp_path / "log").read_text()
     assert (tmp_path / "used").exists() and (tmp_path / "run.npz").exists()

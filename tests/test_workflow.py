@@ -6,6 +6,7 @@ Slow (about two minutes): `pytest -m "not slow"` skips it.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -65,9 +66,29 @@ def test_the_profiles_progress_display_is_short_and_the_commands_go_to_the_log(w
     assert "Workflow Finished" in output and "run --instance-spec" not in output, output[-3000:]
     assert len(output.encode()) < 3000, len(output.encode())  # each job's command alone is ~1.75 KB
     (log,) = (workflow_copy / ".snakemake" / "log").glob("*.snakemake.log")
-    commands = [line for line in log.read_text().splitlines()
-                if line.startswith("Shell command:") and " run --instance-spec " in line]
+    lines = log.read_text().splitlines()
+    commands = [line for line in lines if line.startswith("Shell command:") and " run --instance-spec " in line]
     assert len(commands) == FIG2_SMOKE_RUNS
+    # every simulate job ran its command in sh (execution.simulate_in_sh), and ran it well
+    assert simulate_job_shells(lines) == [f"shell_exec={shutil.which('sh')}"] * FIG2_SMOKE_RUNS
+    # switched off, the jobs get Snakemake's own shell (a dry run lists what they would get)
+    listing = snakemake(workflow_copy, "fig2", "-n", "-p", "--forcerun", "simulate", *SMOKE_CONFIG,
+                        "--config", "execution={simulate_in_sh: false}")
+    assert simulate_job_shells((listing.stdout + listing.stderr).splitlines()) == ["default"] * FIG2_SMOKE_RUNS
+
+
+def simulate_job_shells(lines) -> list[str]:
+    """Per simulate job of a Snakemake log or listing, the shell its resources
+    name (shell_exec=...), or "default" where they name none."""
+    shells, in_simulate = [], False
+    for line in lines:
+        if line.strip().endswith("rule simulate:"):
+            in_simulate = True
+        elif in_simulate and line.strip().startswith("resources:"):
+            named = [part for part in line.replace(",", " ").split() if part.startswith("shell_exec=")]
+            shells.append(named[0] if named else "default")
+            in_simulate = False
+    return shells
 
 
 @pytest.mark.skipif(not CAN_RUN_REAL_DATA, reason="the claims need the real-data experiments (mirror, torchvision)")

@@ -17,9 +17,14 @@
 # (docs/jobs.md), where that names an executable file, else `cqb`: the same
 # arguments, the same run file, a few milliseconds of CPU where a Python
 # client takes some 35. Either replaces the job's shell (exec): no fork.
+# The command runs in `sh`, not bash (execution.simulate_in_sh): a shorter
+# start-up for each of the thousands of jobs.
 # No `benchmark:` here: its psutil thread per job cost Snakemake more CPU than
 # the sub-second jobs themselves (docs/pipeline.md); the log's last line gives
 # the job's wall and CPU time instead.
+
+
+import shutil
 
 
 wildcard_constraints:
@@ -33,6 +38,13 @@ wildcard_constraints:
 include: "trace_common.smk"
 
 
+# Snakemake's shell_exec resource: the shell of this rule's jobs only, the
+# `sh` on PATH, found once here rather than by Snakemake for every job.
+SIMULATE_SHELL = (
+    {"shell_exec": shutil.which("sh")} if config["execution"]["simulate_in_sh"] and shutil.which("sh") else {}
+)
+
+
 rule simulate:
     input:
         unpack(simulate_inputs),
@@ -44,6 +56,7 @@ rule simulate:
         "../envs/simulate.yaml"
     threads: 1
     resources:
+        **SIMULATE_SHELL,
         runtime=10,
         mem_mb=1000,
     params:

@@ -222,7 +222,7 @@ def _append_timing(table: Path, row: dict) -> None:
     atomic_write_text(table, "\n".join(lines) + "\n")
 
 
-TIMINGS_SHOWN = 6  # the docs page shows the latest runs (a replication and its own targets); every run is in timings.tsv
+TIMINGS_SHOWN = 4  # the docs page shows the latest runs; every run is in timings.tsv
 
 
 def timings_markdown(table: Path, last: int = TIMINGS_SHOWN) -> str:
