@@ -1,5 +1,5 @@
-"""cqb.sim.code_hash: every source file of the simulation subpackage is hashed,
-nothing outside it is (the subpackage imports nothing else: tests/test_layers.py)."""
+"""cqb.sim.code_hash: what runs in every source file of the simulation subpackage
+is hashed (not its docstrings, comments or layout), nothing outside it is (the subpackage imports nothing else: tests/test_layers.py)."""
 
 from __future__ import annotations
 
@@ -43,17 +43,65 @@ def test_every_source_file_of_the_subpackage_is_hashed_and_no_build_product(pack
     assert code_hash(sim) == before
 
 
-def test_editing_any_file_of_the_simulation_subpackage_changes_the_hash(package_copy):
+def test_a_one_token_code_edit_of_any_file_changes_the_hash(package_copy):
     sim = package_copy / "sim"
     before = code_hash(sim)
     for path in source_files(sim):
         original = path.read_bytes()
-        path.write_bytes(original + b"\n")
+        # one more statement (a .py) or declaration line (a .pxd) at the end
+        path.write_bytes(original + (b"\n_probe = 1\n" if path.suffix == ".py" else b"\ncdef int _probe\n"))
         assert code_hash(sim) != before, path
         path.write_bytes(original)
     assert code_hash(sim) == before
     (sim / "policies" / "new_policy.py").write_text("# a new module\n")  # no list to keep
     assert code_hash(sim) != before
+
+
+@pytest.mark.parametrize("edit", [
+    ("core.py", "BUILT_MODULES", "BUILT_MODULES_"),           # a name
+    ("_rounds.py", "cython.double", "cython.float"),          # a Cython type annotation
+    ("instances.py", "0.005", "0.0051"),                      # a literal
+    ("_algebra.pxd", "double", "float"),                      # a declaration
+    ("_rounds.py", "@cython.cfunc\n", "@cython.ccall\n"),     # a decorator
+])
+def test_a_code_edit_changes_the_hash(package_copy, edit):
+    name, old, new = edit
+    path = package_copy / "sim" / name
+    before = code_hash(package_copy / "sim")
+    text = path.read_text()
+    assert old in text, edit
+    path.write_text(text.replace(old, new, 1))
+    assert code_hash(package_copy / "sim") != before
+
+
+def test_docstrings_comments_and_layout_leave_the_hash(package_copy):
+    sim = package_copy / "sim"
+    before = code_hash(sim)
+    for path in source_files(sim):
+        text = path.read_text()
+        lines = text.split("\n")
+        # a comment on its own line and a trailing one, blank lines, a reworded docstring
+        lines.insert(0, "# a new comment")
+        edited = "\n".join(lines) + "\n\n# trailing comment\n\n"
+        if path.suffix == ".py":
+            edited = edited.replace('"""', '"""Reworded. ', 1) if '"""' in edited else edited
+        path.write_text(edited)
+    assert code_hash(sim) == before
+    instances = sim / "instances.py"
+    text = instances.read_text()
+    assert "def pool_instance(" in text
+    instances.write_text(text.replace('    """An instance whose arrivals', '    """A wholly new docstring.\n\n    An instance whose arrivals', 1))
+    assert code_hash(sim) == before
+
+
+def test_a_string_that_is_not_a_docstring_counts(package_copy):
+    """Only a body's first bare string is a docstring: an error message is code."""
+    path = package_copy / "sim" / "instances.py"
+    before = code_hash(package_copy / "sim")
+    text = path.read_text()
+    assert "the context pool is empty" in text
+    path.write_text(text.replace("the context pool is empty", "the pool is empty"))
+    assert code_hash(package_copy / "sim") != before
 
 
 def test_editing_any_file_outside_it_leaves_the_hash(package_copy):
@@ -94,7 +142,7 @@ def test_the_build_record_and_the_code_hash_cover_every_kernel(package_copy):
     before, code_before = core_module.kernels_hash(sim), code_hash(sim)
     for path in covered:
         original = path.read_bytes()
-        path.write_bytes(original + b"\n")
+        path.write_bytes(original + (b"\n_probe = 1\n" if path.suffix == ".py" else b"\ncdef int _probe\n"))
         assert core_module.kernels_hash(sim) != before and code_hash(sim) != code_before, path
         path.write_bytes(original)
     assert core_module.kernels_hash(sim) == before
