@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from cqb.presentation import policy_styles
+
 from cqb.analysis.curves import Curve
 from cqb.sim.runfile import save_run
 from cqb.sim.simulate import RunResult
@@ -238,7 +240,7 @@ def installed_plugin(tmp_path, monkeypatch) -> str:
     assert INSTALLED_PLUGIN_POLICY in registry.registered_policies()
     yield INSTALLED_PLUGIN_POLICY
     registry._specs.pop(INSTALLED_PLUGIN_POLICY, None)
-    registry._display_names.pop(INSTALLED_PLUGIN_POLICY, None)
+    policy_styles._styles.pop(INSTALLED_PLUGIN_POLICY, None)
     sys.modules.pop(module, None)
 
 
@@ -252,7 +254,7 @@ def builtin_policies_only(request, monkeypatch):
 
     if request.param == "a plugin installed and loaded":
         request.getfixturevalue("installed_plugin")
-    tables = (registry._specs, registry._display_names)
+    tables = (registry._specs, policy_styles._styles)
     saved = [dict(table) for table in tables]
     builtin = registry.builtin_policies()
     for table in tables:

@@ -16,6 +16,7 @@ LAYERS = {
     "cqb": 0, "cqb.errors": 0,
     "cqb.sim": 1,
     "cqb.io": 1.5,  # output writing: above the simulation's atomic_write, below all that writes
+    "cqb.presentation": 1.5,  # how figures show policies: above the simulation, below all that draws
     "cqb.analysis": 2, "cqb.data": 2,
     "cqb.pipeline": 3,
     "cqb.figures": 4,

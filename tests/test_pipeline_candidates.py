@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 import pytest
+
+from cqb.presentation import policy_styles
 import yaml
 
 from conftest import REPO
@@ -47,7 +49,7 @@ def plugin_policy():
     register_policy("test_candidate", "Test candidate", PriorParams)(lambda env, contexts, rng, params: None)
     yield "test_candidate"
     registry._specs.pop("test_candidate", None)
-    registry._display_names.pop("test_candidate", None)
+    policy_styles._styles.pop("test_candidate", None)
 
 
 def setup(candidates, **override):

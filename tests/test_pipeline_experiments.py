@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import copy
+import json
 from dataclasses import dataclass
 
 import pytest
+
+from cqb.presentation import policy_styles
 import yaml
 
 from conftest import REPO
@@ -33,7 +36,7 @@ def plugin_policy():
     register_policy("test_plugin", "Plugin", GainParams)(lambda env, contexts, rng, params: None)
     yield "test_plugin"
     registry._specs.pop("test_plugin", None)
-    registry._display_names.pop("test_plugin", None)
+    policy_styles._styles.pop("test_plugin", None)
 
 
 def merged(base, override):
@@ -454,3 +457,22 @@ def test_the_registered_second_stage_brings_each_T_to_the_published_seeds_needed
     assert extra == {("rates_horizons", "cqb_eta2"): 4519, ("rates_servers9", "cqb_eps"): 289}
     # CQB-η-2 on the harder instance has no second stage (no first-stage interval)
     assert not any(c.second_stage_seeds for c in plan.curves["rates_servers9"] if c.label != "cqb_eps")
+
+
+def test_a_display_name_or_colour_change_reruns_no_simulation(monkeypatch):
+    """Presentation is not simulation: a policy restyled (another display name,
+    colour and rank) plans the same runs with the same simulate-job params, and
+    the code hash the simulate jobs carry is unchanged."""
+    from cqb.presentation import PolicyStyle
+    from cqb.sim.code_hash import SIMULATION_ROOT, code_hash
+
+    def simulated(plan):
+        return {key: (run.instance_id, run.horizon, run.policy, json.dumps(run.params, sort_keys=True),
+                      json.dumps(run.instance, sort_keys=True), run.seeds) for key, run in plan.runs.items()}
+
+    before, hash_before = simulated(plan_of()[0]), code_hash(SIMULATION_ROOT)
+    monkeypatch.setitem(policy_styles._styles, "cqb_opt", PolicyStyle("Renamed", colour="#000000", order=99))
+    restyled = plan_of()[0]
+    shown = [curve for curves in restyled.curves.values() for curve in curves if curve.policy == "cqb_opt"]
+    assert shown and all(curve.display == "Renamed" for curve in shown if curve.label == "cqb_opt")
+    assert simulated(restyled) == before and code_hash(SIMULATION_ROOT) == hash_before

@@ -14,14 +14,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import cqb.sim.policies as policies
+from cqb.presentation import in_listing_order, policy_styles
+
+import cqb.policies as policies  # the public API: the simulation's registry and the plugin decorator
 from cqb.sim.code_hash import SIMULATION_ROOT, source_files
 from cqb.sim.policies import registry
 from cqb.sim.policies.registry import builtin_policies
 from conftest import plugin_module
 
 ENV = policies.PolicyEnv(n_servers=2, dim=2, horizon=100, arrival_rate=0.5, slack=0.1)
-SRC = Path(policies.__file__).parents[3]
+SRC = Path(registry.__file__).parents[4]
 
 
 # ---------------------------------------------------------------- lazy plugins
@@ -109,7 +111,7 @@ def fake_installed_plugin(tmp_path, monkeypatch, builtin_policies_only):
     monkeypatch.setattr(registry, "_plugins_loaded", False)
     yield name, calls
     registry._specs.pop(name, None)
-    registry._display_names.pop(name, None)
+    policy_styles._styles.pop(name, None)
     sys.modules.pop(module, None)
 
 
@@ -125,14 +127,13 @@ def test_every_lookup_loads_the_plugins_first(fake_installed_plugin, lookup):
 
 def test_plugins_list_after_the_builtins_in_their_listing_order(fake_installed_plugin):
     name, _ = fake_installed_plugin
-    expected = [*builtin_policies(), name]
-    assert list(policies.registered_policies()) == expected
-    assert list(policies.DISPLAY_NAMES) == expected
+    assert list(policies.registered_policies()) == [*builtin_policies(), name]
+    assert list(policies.DISPLAY_NAMES) == [*in_listing_order(builtin_policies()), name]
 
 
 def test_builtin_listing_order_is_unchanged():
     # the order `cqb policies` has always printed
-    assert list(policies.registered_policies())[:9] == [
+    assert list(policies.DISPLAY_NAMES)[:9] == [
         "random", "oracle", "cqb_eps", "cqb_opt", "cqb_eps_opt", "cqb_ts", "q_ucb", "q_ths", "cqb_eta2"]
 
 
@@ -198,7 +199,7 @@ def plugin_policy():
     policies.register_policy(name, "Typed plugin", PluginParams)(lambda env, contexts, rng, params: object())
     yield name
     registry._specs.pop(name)
-    registry._display_names.pop(name)
+    policy_styles._styles.pop(name, None)
 
 
 @pytest.mark.parametrize("key, value, expected", [
@@ -233,7 +234,7 @@ def test_cli_reports_a_wrong_type_in_one_line(tmp_path, capsys):
 
 
 def test_the_code_hash_covers_every_policies_module():
-    package = Path(policies.__file__).parent
+    package = Path(registry.__file__).parent
     modules = {f"policies/{path.name}" for path in package.glob("*.py")}
     hashed = {path.relative_to(SIMULATION_ROOT).as_posix() for path in source_files(SIMULATION_ROOT)}
     assert modules == {name for name in hashed if name.startswith("policies/")}
@@ -245,15 +246,15 @@ def test_the_code_hash_covers_every_policies_module():
 
 def test_builtin_specs_keep_display_name_and_truth_flag():
     assert policies.get_spec("oracle").needs_truth is True
-    assert policies.get_spec("oracle").display_name == "Optimal"
+    assert policies.DISPLAY_NAMES["oracle"] == "Optimal"
     assert policies.get_spec("cqb_eps").needs_truth is False
-    assert policies.get_spec("cqb_eps").display_name == "CQB-ε"
+    assert policies.DISPLAY_NAMES["cqb_eps"] == "CQB-ε"
 
 
 def test_registering_a_taken_name_is_refused_by_name():
     with pytest.raises(ValueError, match=r"^policy 'random' is already registered$"):
         policies.register_policy("random", "Random again", policies.NoParams)(lambda *args: None)
-    assert policies.get_spec("random").display_name == "Random"
+    assert policies.DISPLAY_NAMES["random"] == "Random"
 
 
 def test_load_plugin_policies_returns_the_entry_point_names():
@@ -262,7 +263,7 @@ def test_load_plugin_policies_returns_the_entry_point_names():
 
 def test_registry_view_reads_and_writes_its_dict():
     data = {"a": 1}
-    view = registry._RegistryView(data)
+    view = registry.RegistryView(data)
     view["b"] = 2
     assert view["a"] == 1 and data == {"a": 1, "b": 2}
     assert repr(view) == repr({"a": 1, "b": 2})
@@ -284,7 +285,7 @@ def string_annotated_plugin(monkeypatch):
     policies.register_policy(name, "String annotations", params)(lambda env, contexts, rng, params: object())
     yield name, module
     registry._specs.pop(name)
-    registry._display_names.pop(name)
+    policy_styles._styles.pop(name, None)
 
 
 def test_string_annotations_resolve_in_the_plugins_module(string_annotated_plugin):
@@ -307,7 +308,7 @@ def test_a_registered_spec_keeps_its_display_name_and_truth_flag_and_gets_every_
         lambda *args, **kwargs: calls.append((args, kwargs)) or "policy")
     try:
         spec = policies.get_spec(name)
-        assert (spec.display_name, spec.needs_truth) == ("Needs truth", True)
+        assert (policies.DISPLAY_NAMES[name], spec.needs_truth) == ("Needs truth", True)
         contexts, rng, truth = np.eye(2), np.random.default_rng(0), np.full((2, 2), 0.5)
         assert policies.make_policy(name, ENV, contexts, rng, true_means=truth) == ("policy", policies.NoParams())
         ((args, kwargs),) = calls
@@ -315,7 +316,7 @@ def test_a_registered_spec_keeps_its_display_name_and_truth_flag_and_gets_every_
         assert kwargs == {"true_means": truth}
     finally:
         registry._specs.pop(name)
-        registry._display_names.pop(name)
+        policy_styles._styles.pop(name, None)
 
 
 def test_unknown_policy_and_parameter_messages():
@@ -347,7 +348,7 @@ def test_every_given_parameter_is_type_checked_after_an_unchecked_one(plugin_pol
 
 
 def test_every_builtin_policy_has_its_own_rank_and_colour():
-    specs = [policies.get_spec(name) for name in builtin_policies()]
-    assert len({spec.order for spec in specs}) == len(specs)
-    assert all(spec.colour for spec in specs) and len({spec.colour for spec in specs}) == len(specs)
-    assert all(spec.order < registry.PLUGIN_ORDER for spec in specs)
+    styles = [policy_styles.policy_style(name) for name in builtin_policies()]
+    assert len({style.order for style in styles}) == len(styles)
+    assert all(style.colour for style in styles) and len({style.colour for style in styles}) == len(styles)
+    assert all(style.order < policy_styles.PLUGIN_ORDER for style in styles)

@@ -3,6 +3,8 @@ import math
 import numpy as np
 import pytest
 
+from cqb.presentation import policy_styles
+
 import cqb
 from cqb.sim.instances import instance_from_spec, pool_instance, synthetic_instance
 from cqb.sim.runfile import load_run, save_run
@@ -516,7 +518,7 @@ def test_plugin_policies_register_through_entry_points(tmp_path, monkeypatch):
         assert result.queue.shape == (200,)
     finally:
         registry._specs.pop("test_oldest_first", None)
-        DISPLAY_NAMES.pop("test_oldest_first", None)
+        policy_styles._styles.pop("test_oldest_first", None)
     broken = EntryPoint("broken", "no_such_module_here", "cqb.policies")
     with pytest.raises(ImportError, match="broken"):
         load_plugin_policies([broken])
@@ -569,13 +571,12 @@ def test_params_resolved_to_a_mapping_are_recorded_as_a_dict():
 
     name = "test_mapping_params"
     policies_random = registry.get_spec("random").factory
-    registry.register_policy(name, "Mapping params", MappingParams)(
+    registry.register_policy(name, MappingParams)(
         lambda env, contexts, rng, params: policies_random(env, contexts, rng, None))
     try:
         result = simulate(BASE, name, {"width": 5}, 30, 0)
     finally:
         registry._specs.pop(name)
-        registry._display_names.pop(name)
     assert result.metadata["policy_params"] == {"width": 5, "horizon": 30}
 
 

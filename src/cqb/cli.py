@@ -75,22 +75,24 @@ def _parse_settings(items: list[str]) -> dict:
 
 
 def _policy_listing() -> str:
+    from .presentation import display_name, in_listing_order
     from .sim.policies import policy_parameters, registered_policies
 
     lines = []
-    for name, spec in registered_policies().items():
+    for name in in_listing_order(registered_policies()):
         params = policy_parameters(name)
         shown = ", ".join(f"{key}={value!r}" for key, value in params.items()) or "no parameters"
-        lines.append(f"  {name:<12} {spec.display_name:<10} {shown}")
+        lines.append(f"  {name:<12} {display_name(name):<10} {shown}")
     return "\n".join(lines)
 
 
 def policy_defaults_markdown() -> str:
     """Every policy's parameters with their defaults, as a Markdown table."""
+    from .presentation import in_listing_order
     from .sim.policies import policy_parameters, registered_policies
 
     lines = ["| policy | parameter | default |", "| --- | --- | --- |"]
-    for name in registered_policies():
+    for name in in_listing_order(registered_policies()):
         for key, value in policy_parameters(name).items():
             lines.append(f"| `{name}` | `{key}` | {'null' if value is None else repr(value)} |")
     return "\n".join(lines)

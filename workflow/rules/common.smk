@@ -116,9 +116,9 @@ def figure_outputs(figure_name):
 
 
 def display_names():
-    from cqb.policies import registered_policies
+    from cqb.presentation import DISPLAY_NAMES
 
-    return {name: spec.display_name for name, spec in registered_policies().items()}
+    return dict(DISPLAY_NAMES)
 
 
 def report_figures():

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from .aggregate import read_table
-from ..sim.policies import DISPLAY_NAMES
+from ..presentation import DISPLAY_NAMES
 
 
 def markdown(frame):

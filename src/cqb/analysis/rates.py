@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from ..sim.policies import theorem_rate
+from ..presentation import theorem_rate
 from .aggregate import read_run_file
 from .summaries import SummarySettings, binomial_interval, final_phase_start, run_summary
 

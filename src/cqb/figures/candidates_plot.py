@@ -18,7 +18,7 @@ def plot_leaderboard(board, pdf: str | Path, png: str | Path, title: str = "Cand
 
     from ..io.files import atomic_write
     from ..pipeline.candidates import sweep_text
-    from ..sim.policies import policy_colour
+    from ..presentation import policy_colour
 
     panels = list(dict.fromkeys(zip(board["candidate"], board["experiment"])))
     n_cols = min(4, len(panels))

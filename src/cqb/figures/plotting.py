@@ -25,7 +25,7 @@ import pandas as pd  # noqa: E402
 
 from ..analysis.aggregate import write_table  # noqa: E402
 from ..pipeline.experiments import FigureSpec, Panel  # noqa: E402
-from ..sim.policies import policy_colour  # noqa: E402
+from ..presentation import policy_colour  # noqa: E402
 from ..io.files import atomic_write  # noqa: E402
 
 # One colour per policy, the same in every figure (its spec's, cqb.sim.policies);

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from ..analysis.formatting import format_interval
 from ..errors import ConfigError, config_error
+from ..presentation import display_name
 from .experiments import SWEEP_SYMBOLS, Curve, Run, check_values, expand_experiment
 
 # what a claim or a table calls a metric of cqb.analysis.summaries
@@ -95,7 +96,7 @@ def candidate_list(config: Mapping) -> list[Candidate]:
             if label not in registry:
                 config_error("candidates", label, "not a registered policy or a policy_variants label "
                              f"(registered: {', '.join(registry)}; variants: {', '.join(variants) or 'none'})")
-            policy, display = label, registry[label].display_name
+            policy, display = label, display_name(label)
         if policy == "oracle":
             config_error("candidates", label, "the oracle is every run's reference (Q*), not a candidate")
         candidates.append(Candidate(label, policy, display))

@@ -44,9 +44,9 @@ def _multiverse(marks: pd.DataFrame | None) -> dict:
 
 
 def _policy_names() -> dict:
-    from ..sim.policies.registry import registered_policies
+    from ..presentation import DISPLAY_NAMES
 
-    return {name: spec.display_name for name, spec in registered_policies().items()}
+    return dict(DISPLAY_NAMES)
 
 
 def claims_summary_markdown(claims: pd.DataFrame, powered: pd.DataFrame | None,

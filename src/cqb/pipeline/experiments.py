@@ -27,6 +27,7 @@ from pathlib import Path
 
 from ..analysis.curves import Curve, format_value  # noqa: F401 (the plan's curves; format_value re-exported)
 from ..errors import ConfigError, config_error
+from ..presentation import display_name
 from .config_schema import SWEPT_INSTANCE_KEYS, _registry, parameter_fields
 
 
@@ -165,7 +166,7 @@ def resolve_label(config: Mapping, label: str, experiment_name: str) -> tuple[st
     if policy not in registry:
         config_error(f"experiments.{experiment_name}.policies", label,
                      f"unknown policy; known: {', '.join(sorted(registry))}")
-    display = variants[label].get("display", label) if label in variants else registry[policy].display_name
+    display = variants[label].get("display", label) if label in variants else display_name(policy)
     accepted = _accepted(policy)
     defaults = config["defaults"]
     params = _defaults(policy)

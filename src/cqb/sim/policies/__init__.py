@@ -8,10 +8,11 @@ which is built from the true service probabilities.
 
 To add a policy::
 
-    @register_policy("my_policy", "My policy", MyParams)
+    @register_policy("my_policy", MyParams)
     def make_my_policy(env, contexts, rng, params): ...
 
-where ``MyParams`` is a dataclass of its parameters with defaults.
+where ``MyParams`` is a dataclass of its parameters with defaults (a plugin
+uses ``cqb.policies.register_policy``, which also takes its display name).
 
 Modules: ``registry`` (names, parameter resolution, entry-point plugins),
 ``parameters`` (PolicyEnv and the parameter dataclasses), ``optimistic`` (the
@@ -36,28 +37,25 @@ from .parameters import (
     experiment_tau,
 )
 from .registry import (
-    DISPLAY_NAMES,
     PLUGIN_GROUP,
     Policy,
     PolicySpec,
-    TheoremRate,
+    RegistryView,
     builtin_policies,
     get_spec,
     load_plugin_policies,
     make_policy,
-    policy_colour,
     policy_parameters,
     register_policy,
     registered_policies,
     resolve_params,
-    theorem_rate,
 )
 
 __all__ = [
-    "DISPLAY_NAMES", "PLUGIN_GROUP", "EpsilonOptParams", "EpsilonParams", "EstimatorParams",
+    "PLUGIN_GROUP", "EpsilonOptParams", "EpsilonParams", "EstimatorParams",
     "EtaParams", "ExplorationUCBPolicy", "NoParams", "OptimisticPolicy", "OptimisticScorer",
-    "OraclePolicy", "Policy", "PolicyEnv", "PolicySpec", "QueueBanditParams", "QueueBanditPolicy",
-    "QueueThompsonParams", "QueueUCBParams", "RandomPolicy", "TheoremRate", "ThompsonParams", "ThompsonPolicy",
-    "builtin_policies", "experiment_tau", "get_spec", "load_plugin_policies", "make_policy", "policy_colour",
-    "policy_parameters", "register_policy", "registered_policies", "resolve_params", "theorem_rate",
+    "OraclePolicy", "Policy", "PolicyEnv", "PolicySpec", "RegistryView", "QueueBanditParams", "QueueBanditPolicy",
+    "QueueThompsonParams", "QueueUCBParams", "RandomPolicy", "ThompsonParams", "ThompsonPolicy",
+    "builtin_policies", "experiment_tau", "get_spec", "load_plugin_policies", "make_policy",
+    "policy_parameters", "register_policy", "registered_policies", "resolve_params",
 ]

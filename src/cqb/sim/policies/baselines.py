@@ -39,21 +39,21 @@ class QueueBanditPolicy(CompiledPolicy):
         return self.chooser.trials
 
 
-@register_policy("random", "Random", NoParams, order=0, colour="#7f7f7f")
+@register_policy("random", NoParams)
 def _make_random(env, contexts, rng, params):
     return RandomPolicy(env, contexts, rng, params)
 
 
-@register_policy("oracle", "Optimal", NoParams, needs_truth=True, order=1, colour="#2ca02c")
+@register_policy("oracle", NoParams, needs_truth=True)
 def _make_oracle(env, contexts, rng, params, true_means):
     return OraclePolicy(env, contexts, rng, params, true_means)
 
 
-@register_policy("q_ucb", "Q-UCB", QueueUCBParams, order=6, colour="#e377c2")
+@register_policy("q_ucb", QueueUCBParams)
 def _make_q_ucb(env, contexts, rng, params):
     return QueueBanditPolicy(env, contexts, rng, params, sampling=False)
 
 
-@register_policy("q_ths", "Q-ThS", QueueThompsonParams, order=7, colour="#bcbd22")
+@register_policy("q_ths", QueueThompsonParams)
 def _make_q_ths(env, contexts, rng, params):
     return QueueBanditPolicy(env, contexts, rng, params, sampling=True)

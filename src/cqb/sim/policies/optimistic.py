@@ -8,7 +8,7 @@ import numpy as np
 from ..core import core
 from ..estimation import LogisticEstimator, logistic
 from .parameters import EpsilonOptParams, EpsilonParams, EstimatorParams, EtaParams, ThompsonParams
-from .registry import TheoremRate, register_policy
+from .registry import register_policy
 
 
 def OptimisticScorer(env, contexts, params):
@@ -96,32 +96,29 @@ class ThompsonPolicy(ScoredPolicy):
         self.scorer.learn(job, server, bool(success))
 
 
-@register_policy("cqb_eps", "CQB-ε", EpsilonParams, order=2, colour="#d62728",
-                 rate=TheoremRate("Õ(T^(−1/4)) (paper, CQB-ε)", exponent=-0.25))
+@register_policy("cqb_eps", EpsilonParams)
 def _make_cqb_eps(env, contexts, rng, params):
     return ExplorationUCBPolicy(env, contexts, rng, params, params.tau, params.explore_prob,
                                 env.horizon, params.phase1_server)
 
 
-@register_policy("cqb_opt", "CQB-Opt", EstimatorParams, order=3, colour="#1f77b4",
-                 rate=TheoremRate("O(log²T) (paper, CQB-Opt)", log_power=2))
+@register_policy("cqb_opt", EstimatorParams)
 def _make_cqb_opt(env, contexts, rng, params):
     return OptimisticPolicy(env, contexts, rng, params)
 
 
-@register_policy("cqb_eps_opt", "CQB-ε-Opt", EpsilonOptParams, order=4, colour="#9467bd")
+@register_policy("cqb_eps_opt", EpsilonOptParams)
 def _make_cqb_eps_opt(env, contexts, rng, params):
     return ExplorationUCBPolicy(env, contexts, rng, params, 0, params.explore_prob,
                                 env.horizon, "uniform")
 
 
-@register_policy("cqb_ts", "CQB-TS", ThompsonParams, order=5, colour="#8c564b")
+@register_policy("cqb_ts", ThompsonParams)
 def _make_cqb_ts(env, contexts, rng, params):
     return ThompsonPolicy(env, contexts, rng, params)
 
 
-@register_policy("cqb_eta2", "CQB-η-2", EtaParams, order=8, colour="#17becf",
-                 rate=TheoremRate("Õ(T^(−1/2)) (Bae & Lee 2026, CQB-η-2)", exponent=-0.5))
+@register_policy("cqb_eta2", EtaParams)
 def _make_cqb_eta2(env, contexts, rng, params):
     return ExplorationUCBPolicy(env, contexts, rng, params, params.tau, params.eta,
                                 params.cutoff, params.phase1_server)

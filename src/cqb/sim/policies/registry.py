@@ -13,16 +13,12 @@ import sys
 import types
 import typing
 from collections.abc import MutableMapping
-import math
 from dataclasses import asdict, dataclass, fields
 from typing import Callable, Protocol
 
 import numpy as np
 
 from .parameters import PolicyEnv
-
-PLUGIN_ORDER = 1000  # plugins list after every built-in policy
-
 
 class Policy(Protocol):
     def choose(self, t: int, queue: np.ndarray, new_arrival: bool) -> tuple[int, int, bool]:
@@ -33,60 +29,23 @@ class Policy(Protocol):
 
 
 @dataclass(frozen=True)
-class TheoremRate:
-    """The regret rate a policy's theorem states (SPEC §3; the paper's
-    Theorems 5.5 and 6.3), up to constants: T^exponent · (ln T)^log_power
-    (Õ(·) rates drop their log factors). log²T is not a power: its local
-    log–log slope is 2/ln T."""
-
-    label: str
-    exponent: float = 0.0
-    log_power: int = 0
-
-    def local_slope(self, horizon: float) -> float:
-        """d ln(rate) / d ln T at ``horizon``."""
-        return self.exponent + (self.log_power / math.log(horizon) if self.log_power else 0.0)
-
-    def curve(self, horizons: np.ndarray) -> np.ndarray:
-        """The rate's shape at ``horizons``, 1 at the first."""
-        horizons = np.asarray(horizons, dtype=float)
-        shape = np.ones_like(horizons)
-        if self.exponent:
-            shape = (horizons / horizons[0]) ** self.exponent
-        if self.log_power:
-            shape = shape * (np.log(horizons) ** self.log_power / math.log(horizons[0]) ** self.log_power)
-        return shape
-
-
-@dataclass(frozen=True)
 class PolicySpec:
-    """Everything the package knows of a policy, in one place: its name, the
-    name figures show, its parameter dataclass, the factory that builds it
-    (a built-in one's chooser is compiled, cqb.sim.core), whether it needs
-    the true means, its listing rank, its colour in every figure and the rate
-    its theorem states (Figure 5's reference), if any."""
+    """Everything the simulation knows of a policy: its name, its parameter
+    dataclass, the factory that builds it (a built-in one's chooser is
+    compiled, cqb.sim.core) and whether it needs the true means. How figures
+    show it (name, colour, order, its theorem's rate) is presentation, kept
+    outside the hashed simulation (cqb.presentation)."""
 
     name: str
-    display_name: str
     params: type
     factory: Callable
     needs_truth: bool = False
-    order: int = PLUGIN_ORDER
-    colour: str | None = None
-    rate: TheoremRate | None = None
 
 
 PLUGIN_GROUP = "cqb.policies"
 
 _specs: dict[str, PolicySpec] = {}
-_display_names: dict[str, str] = {}
 _plugins_loaded = False
-
-
-def _listing_rank(name: str) -> int:
-    # sorted() is stable: equal ranks (the plugins) keep their registration order.
-    spec = _specs.get(name)
-    return spec.order if spec else PLUGIN_ORDER
 
 
 def _ensure_plugins_loaded() -> None:
@@ -94,95 +53,80 @@ def _ensure_plugins_loaded() -> None:
         load_plugin_policies()
 
 
-def _ensure_known(name) -> None:
+def ensure_known(name) -> None:
     """Load the plugins unless ``name`` is already registered: a registered
     name cannot change by loading them (a plugin may not reuse a name)."""
     if name not in _specs:
         _ensure_plugins_loaded()
 
 
-class _RegistryView(MutableMapping):
+class RegistryView(MutableMapping):
     """A registry dict that loads the entry-point plugins before any read, so
-    code iterating it (``DISPLAY_NAMES``, :func:`registered_policies`) does
-    not miss them."""
+    code iterating it (:func:`registered_policies`, the presentation's
+    display names) does not miss them. Iteration is in registration order."""
 
     def __init__(self, data: dict):
         self._data = data
 
     def __getitem__(self, name):
-        _ensure_known(name)
+        ensure_known(name)
         return self._data[name]
 
     def __setitem__(self, name, value):
         self._data[name] = value
 
     def __delitem__(self, name):
-        _ensure_known(name)
+        ensure_known(name)
         del self._data[name]
 
     def __iter__(self):
         _ensure_plugins_loaded()
-        # sorted() is stable: plugins keep their registration order.
-        return iter(sorted(self._data, key=_listing_rank))
+        return iter(list(self._data))
 
     def __len__(self):
         _ensure_plugins_loaded()
         return len(self._data)
 
     def __contains__(self, name):
-        _ensure_known(name)
+        ensure_known(name)
         return name in self._data
 
     def __repr__(self):
         return repr(dict(self.items()))
 
 
-# name → name in figures; loads the plugins on the first listing or miss, so
-# it is complete whenever it is looked at
-DISPLAY_NAMES: MutableMapping[str, str] = _RegistryView(_display_names)
-
-
-def register_policy(name: str, display_name: str, params: type, needs_truth: bool = False, *,
-                    order: int = PLUGIN_ORDER, colour: str | None = None, rate: TheoremRate | None = None):
+def register_policy(name: str, params: type, needs_truth: bool = False):
     """Decorator that adds a policy factory to the registry (the fields of
-    :class:`PolicySpec`; a plugin needs only the first three)."""
+    :class:`PolicySpec`). Plugins use ``cqb.policies.register_policy``, which
+    also takes how figures show the policy."""
 
     def wrap(factory):
         if name in _specs:
             raise ValueError(f"policy {name!r} is already registered")
-        _specs[name] = PolicySpec(name, display_name, params, factory, needs_truth, order, colour, rate)
-        _display_names[name] = display_name
+        _specs[name] = PolicySpec(name, params, factory, needs_truth)
         return factory
 
     return wrap
 
 
+def policy_registry() -> RegistryView:
+    """The live registry, name → spec (plugins load before any read)."""
+    return RegistryView(_specs)
+
+
 def registered_policies() -> dict[str, PolicySpec]:
-    """Every registered policy, plugins included, by name, in listing order."""
-    return dict(_RegistryView(_specs).items())
+    """Every registered policy, plugins included, by name, in registration order."""
+    return dict(policy_registry().items())
 
 
 def builtin_policies() -> tuple[str, ...]:
-    """The built-in policies' names (those this package registers) in listing
-    order, without loading plugins."""
-    return tuple(sorted((name for name, spec in _specs.items() if spec.factory.__module__.startswith(__package__)),
-                        key=_listing_rank))
-
-
-def policy_colour(name: str) -> str | None:
-    """The policy's colour in every figure (None: the figure picks one)."""
-    spec = _specs.get(name)
-    return spec.colour if spec else None
-
-
-def theorem_rate(name: str) -> TheoremRate | None:
-    """The rate the policy's theorem states, or None."""
-    spec = _specs.get(name)
-    return spec.rate if spec else None
+    """The built-in policies' names (those this package registers), in
+    registration order, without loading plugins."""
+    return tuple(name for name, spec in _specs.items() if spec.factory.__module__.startswith(__package__))
 
 
 def get_spec(name: str) -> PolicySpec:
-    _ensure_known(name)
+    ensure_known(name)
     if name not in _specs:
         raise ValueError(f"unknown policy {name!r}; known policies: {', '.join(sorted(_specs))}")
     return _specs[name]
