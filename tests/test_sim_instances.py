@@ -112,7 +112,7 @@ def test_the_sampled_contexts_are_those_of_the_plain_numpy_sampler(n_servers, di
     """The instances of the figures (K and d as in Figures 2, 4 and 5): the
     contexts a run gets, bit for bit, from the sampler as first written."""
     instance = synthetic_instance(n_servers, dim, 0.7, 0.1, stream(seed, "instance"))
-    drawn = instance.sample_contexts(3000, stream(seed, "contexts"))
+    drawn = sample_contexts(instance, 3000, stream(seed, "contexts"))
     reference = _reference_contexts(instance.theta, 0.8, 3000, stream(seed, "contexts"), instance.accept_rate)
     assert drawn.tobytes() == reference.tobytes()
 
@@ -256,3 +256,10 @@ def test_screen_codes_rows_against_its_two_cuts():
     assert codes_of([[0.5, 0.0], [0.0, -0.5]], theta, 0.0, 1.0) == [1]  # 0 at the low cut exactly: rejected
     with pytest.raises(ValueError, match="draw_screened"):
         core().draw_screened(np.random.default_rng(0), 3, np.ones(3), 0.5, 0.9)
+
+
+def sample_contexts(instance, n, rng):
+    """n arrivals' contexts from the instance's stream, one per round 1..n."""
+    from cqb.sim.streams import draw_contexts
+
+    return draw_contexts(instance, np.arange(1, n + 1), n, rng)[0]

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from cqb.sim.estimation import logistic
-from cqb.sim.instances import instance_from_spec, pool_instance
+from cqb.sim.instances import pool_instance
+from cqb.sim.streams import instance_from_spec
 from cqb.policies import EstimatorParams, builtin_policies, get_spec, make_policy
 from cqb.sim.rng import stream
 from cqb.sim.simulate import draw_trace, policy_env, run_policy

@@ -17,7 +17,7 @@ from scipy.optimize import minimize, root
 from scipy.stats import norm
 
 from cqb.sim.estimation import filippi_projection
-from cqb.sim.instances import instance_from_spec
+from cqb.sim.streams import instance_from_spec
 from cqb.policies import EtaParams, PolicyEnv, make_policy, resolve_params
 from cqb.sim.rng import stream
 from cqb.sim.simulate import draw_trace, policy_env, run_policy

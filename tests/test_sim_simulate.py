@@ -6,7 +6,8 @@ import pytest
 from cqb.presentation import policy_styles
 
 import cqb
-from cqb.sim.instances import instance_from_spec, pool_instance, synthetic_instance
+from cqb.sim.instances import pool_instance, synthetic_instance
+from cqb.sim.streams import instance_from_spec
 from cqb.sim.runfile import load_run, save_run
 from cqb.policies import PolicyEnv, builtin_policies, make_policy
 from cqb.sim.policies import registry
@@ -173,7 +174,7 @@ def test_different_seeds_differ():
 
 def test_synthetic_instance_enforces_slack():
     instance = synthetic_instance(5, 5, 0.7, 0.1, np.random.default_rng(0))
-    contexts = instance.sample_contexts(3000, np.random.default_rng(1))
+    contexts = sample_contexts(instance, 3000, np.random.default_rng(1))
     np.testing.assert_allclose(np.linalg.norm(contexts, axis=1), 1.0)
     assert instance.service_probabilities(contexts).max(axis=1).min() >= 0.8
     assert instance.accept_rate >= 0.005
@@ -183,7 +184,7 @@ def test_synthetic_instance_enforces_slack():
 def test_pool_instance_samples_the_pool():
     pool = np.eye(3)[[0, 1, 2, 0]] * 0.5
     instance = pool_instance(np.ones((2, 3)), pool, 0.3)
-    drawn = instance.sample_contexts(50, np.random.default_rng(0))
+    drawn = sample_contexts(instance, 50, np.random.default_rng(0))
     assert all(any(np.array_equal(row, p) for p in pool) for row in drawn)
     assert instance.n_servers == 2 and instance.dim == 3
 
@@ -429,7 +430,7 @@ def test_random_policy_queue_grows_at_lambda_minus_its_service_rate():
     for seed in range(3):
         instance = instance_from_spec(BASE, stream(seed, "instance"))
         result = simulate(instance, "random", None, horizon, seed)
-        contexts = instance.sample_contexts(20000, np.random.default_rng(seed))
+        contexts = sample_contexts(instance, 20000, np.random.default_rng(seed))
         mean_service = instance.service_probabilities(contexts).mean()
         slopes.append((result.queue[-1] - result.queue[horizon // 2]) / (horizon - horizon // 2 - 1))
         predicted.append(0.7 - mean_service)
@@ -613,7 +614,7 @@ def test_an_unreachable_slack_gives_up_after_200_draws():
 
 def test_no_arrivals_draw_an_empty_context_matrix():
     instance = synthetic_instance(2, 3, 0.5, 0.1, np.random.default_rng(0))
-    assert instance.sample_contexts(0, np.random.default_rng(1)).shape == (0, 3)
+    assert sample_contexts(instance, 0, np.random.default_rng(1)).shape == (0, 3)
 
 
 @pytest.mark.parametrize("slack", [0.0, 0.5, 0.7])
@@ -675,7 +676,7 @@ def test_synthetic_spec_passes_min_accept_rate_and_needs_its_keys():
 
 def test_pool_sampling_reaches_every_row():
     instance = pool_instance(np.ones((1, 2)), np.array([[0.5, 0], [0, 0.5], [0.1, 0], [0, 0.1]]), 0.5)
-    drawn = instance.sample_contexts(200, np.random.default_rng(0))
+    drawn = sample_contexts(instance, 200, np.random.default_rng(0))
     assert len({tuple(row) for row in drawn}) == 4
 
 
@@ -796,3 +797,10 @@ def test_simulate_uses_the_heap_oracle_and_records_through_the_policy():
     assert np.array_equal(result.oracle_queue, oracle_queue(trace))
     recorded = simulate(SMALL, "random", None, 700, 3, record={})
     assert np.array_equal(recorded.oracle_queue, result.oracle_queue)
+
+
+def sample_contexts(instance, n, rng):
+    """n arrivals' contexts from the instance's stream, one per round 1..n."""
+    from cqb.sim.streams import draw_contexts
+
+    return draw_contexts(instance, np.arange(1, n + 1), n, rng)[0]

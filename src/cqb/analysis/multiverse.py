@@ -33,6 +33,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from ..sim.streams import family_of
 from .curves import Curve, format_value
 
 DEFAULT = "default"
@@ -76,7 +77,7 @@ class Alternative:
         if curve.policy in self.policies:
             params.update(self.params)
             params.update(self.experiment_params.get(curve.experiment, {}))
-        if instance.get("kind") == "synthetic":
+        if family_of(instance) == "synthetic":
             instance.update(self.instance)
         return params, instance
 

@@ -23,6 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..errors import ConfigError
+from ..sim.streams import family_of
 from .claim_kinds import BEST, check_best
 from .claims_registry import ClaimSpec
 from .verdict_rules import FAILS, HOLDS, INCONCLUSIVE
@@ -96,7 +97,7 @@ def grid_cells(grid: Sequence, plan, specs: Sequence[ClaimSpec]) -> list[Cell]:
         spec = claimed[0]
         curves = plan.curves[experiment]
         instance = curves[0].instance
-        if instance.get("kind") != "pool":
+        if family_of(instance) != "pool":
             raise ConfigError(f"invalid config value experiments.{experiment}.instance: "
                               "a grid cell needs a pool instance")
         by_label = {curve.base_label: curve for curve in curves}

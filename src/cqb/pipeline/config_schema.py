@@ -98,6 +98,38 @@ def policy_params_schema() -> dict:
     }
 
 
+def instance_schema(static_instance: Mapping) -> dict:
+    """The instance block: the static one (workflow/schemas/config.schema.yaml:
+    the families' keys, with rules for the kinds ``synthetic`` and ``pool``)
+    extended by every declared context stream (cqb.sim.streams.STREAM_KINDS):
+    ``kind`` is one of their names; a stream gets its family's rules, and its
+    own parameters, with their defaults, are allowed with that kind only."""
+    from ..sim.streams import STREAM_KINDS
+
+    schema = copy.deepcopy(dict(static_instance))
+    schema["properties"]["kind"] = {"enum": list(STREAM_KINDS), "description": "the context stream: " + "; ".join(
+        f"{name}: {kind.description}" for name, kind in STREAM_KINDS.items())}
+    own = {name: {key: dict({"enum": list(kind.choices[key])} if key in kind.choices else field_schema,
+                            default=default)
+                  for key, (field_schema, default) in parameter_fields(kind.params).items()}
+           for name, kind in STREAM_KINDS.items()}
+    for name, kind in STREAM_KINDS.items():
+        for key, field_schema in own[name].items():
+            schema["properties"].setdefault(key, {k: v for k, v in field_schema.items() if k != "default"})
+        if name != kind.family:
+            for rule in static_instance["allOf"]:
+                if rule["if"]["properties"]["kind"]["const"] == kind.family:
+                    schema["allOf"].append({"if": {"properties": {"kind": {"const": name}}},
+                                            "then": copy.deepcopy(rule["then"])})
+        then = {"properties": own[name]} if own[name] else {}
+        foreign = sorted({key for other in own if other != name for key in own[other]} - set(own[name]))
+        if foreign:
+            then["not"] = {"anyOf": [{"required": [key]} for key in foreign]}
+        if then:
+            schema["allOf"].append({"if": {"properties": {"kind": {"const": name}}}, "then": then})
+    return schema
+
+
 def config_schema(static_schema: Mapping) -> dict:
     """The static schema (workflow/schemas/config.schema.yaml) with its
     generated ``$defs`` filled in."""
@@ -105,6 +137,7 @@ def config_schema(static_schema: Mapping) -> dict:
 
     schema = copy.deepcopy(dict(static_schema))
     schema["$defs"].update(policy_params_schema())
+    schema["$defs"]["instance"] = instance_schema(schema["$defs"]["instance"])
     schema["$defs"]["summaries"] = settings_schema(SummarySettings)
     return schema
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from ..analysis.curves import Curve, format_value  # noqa: F401 (the plan's curves; format_value re-exported)
 from ..errors import ConfigError, config_error
 from ..presentation import display_name
+from ..sim.streams import family_of, stream_kind, stream_params
 from .config_schema import SWEPT_INSTANCE_KEYS, _registry, parameter_fields
 
 
@@ -44,13 +45,20 @@ RESERVED_TABLES = ("regret_rates", "regret_slopes")  # Figure 5's tables beside 
 
 
 def instance_id(spec: Mapping) -> str:
-    """Readable canonical key of an instance spec, e.g. synth_K5_d5_lam0.7_eps0.1_acc0.005."""
-    if spec["kind"] == "synthetic":
-        return "_".join(["synth"] + [f"{tag}{format_value(spec[key])}"
-                                     for key, tag in INSTANCE_KEY_TAGS.items() if key in spec])
-    pool = Path(spec["pool"])
-    dataset = pool.parent.name if pool.stem == "instance" else pool.stem
-    return f"pool_{dataset}_lam{format_value(spec['arrival_rate'])}"
+    """Readable canonical key of an instance spec, e.g. synth_K5_d5_lam0.7_eps0.1_acc0.005:
+    its stream's tag, its family's keys, then every parameter of its stream
+    (defaults included), so instances differing in any of them never share a
+    run path (cqb.sim.streams declares the streams and their tags)."""
+    kind = stream_kind(spec["kind"])
+    if kind.family == "synthetic":
+        words = [kind.tag] + [f"{tag}{format_value(spec[key])}" for key, tag in INSTANCE_KEY_TAGS.items() if key in spec]
+    else:
+        pool = Path(spec["pool"])
+        dataset = pool.parent.name if pool.stem == "instance" else pool.stem
+        words = [kind.tag, dataset, f"lam{format_value(spec['arrival_rate'])}"]
+    params = stream_params(kind, dict(spec))
+    words += [f"{item.name}{format_value(getattr(params, item.name))}" for item in fields(params)]
+    return "_".join(words)
 
 
 # ---------------------------------------------------------------- the experiment model
@@ -187,7 +195,7 @@ def check_values(policy: str, params: dict, instance: Mapping, horizon: int, key
     which no parameter check depends on; its slack is unknown, as in a run)."""
     from ..sim.policies import PolicyEnv, resolve_params
 
-    synthetic = instance["kind"] == "synthetic"
+    synthetic = family_of(instance) == "synthetic"
     n_servers = instance.get("n_servers", 1)
     # Both kinds know θ*, hence ‖θ*_k‖ (norm_bound_kind "per_server"); its values do not matter here.
     env = PolicyEnv(n_servers=n_servers, dim=instance.get("dim", 1), horizon=horizon,
@@ -242,7 +250,7 @@ def expand_experiment(config: Mapping, name: str) -> list[Curve]:
                     run_label = f"{label}.{sweep_param}{format_value(value)}"
             # (a policy that does not take a swept parameter, e.g. the oracle under a
             # bonus_scale sweep, gets the same runs at every value)
-            if instance["kind"] == "synthetic" and instance["arrival_rate"] + instance["slack"] >= 1:
+            if family_of(instance) == "synthetic" and instance["arrival_rate"] + instance["slack"] >= 1:
                 config_error(f"experiments.{name}.instance.arrival_rate + slack",
                              instance["arrival_rate"] + instance["slack"],
                              "must be < 1 (no service probability reaches it)")

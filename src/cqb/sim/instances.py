@@ -1,12 +1,15 @@
-"""Problem instances: server parameters θ*, the arrival rate and a context sampler.
+"""Problem instances: server parameters θ*, the arrival rate, and the
+rejection sampler that keeps the slack.
 
-Two kinds (SPEC §4):
+Two families (the paper's §7 and Appendix A):
 
 * synthetic: θ*_k ~ U(−1, 1)^d; a context is u ~ U(−1, 1)^d scaled to unit
   norm and kept only if some server serves it with probability at least
   λ + ϵ (rejection sampling), so the slack assumption holds by construction;
-* pool: θ* and a finite matrix of contexts are given (real-data experiments);
-  arrivals sample the pool uniformly with replacement.
+* pool: θ* and a finite matrix of contexts are given (real-data experiments).
+
+How the arrivals draw their contexts is the instance's stream
+(:mod:`cqb.sim.streams`, which also builds an instance from its spec).
 """
 
 from __future__ import annotations
@@ -26,19 +29,26 @@ from .estimation import logistic
 class Instance:
     """θ* (K × d), the arrival rate λ and how contexts are drawn."""
 
-    kind: str
+    kind: str  # its context stream (cqb.sim.streams.STREAM_KINDS)
     theta: np.ndarray
     arrival_rate: float
     slack: float | None = None  # nominal slack ϵ; None when not enforced (pool)
     pool: np.ndarray | None = None  # (n, d) contexts of a pool instance
     accept_rate: float | None = None  # share of raw draws that pass the slack test
     description: dict = field(default_factory=dict)
+    stream_params: object = None  # the stream's own parameters (None: an i.i.d. stream's defaults)
+    min_accept_rate: float = 0.005  # a synthetic stream fails below this share of passing draws
+
+    @property
+    def family(self) -> str:
+        """"pool" when contexts are rows of a given pool, else "synthetic"."""
+        return "pool" if self.pool is not None else "synthetic"
 
     @property
     def norm_bound(self) -> float:
         """The known S ≥ max ‖θ*_k‖ of Assumption 3.1: √d for U(−1, 1)^d parameters
         (the largest possible norm), the largest ‖θ*_k‖ for a given θ* (pool)."""
-        if self.kind == "synthetic":
+        if self.family == "synthetic":
             return math.sqrt(self.dim)
         return float(np.linalg.norm(self.theta, axis=1).max())
 
@@ -59,16 +69,6 @@ class Instance:
     def service_probabilities(self, contexts: np.ndarray) -> np.ndarray:
         """μ(xᵀθ*_k) for every row x of ``contexts`` and every server k."""
         return logistic(contexts @ self.theta.T)
-
-    def sample_context_rows(self, n: int, rng: np.random.Generator) -> np.ndarray:
-        """A pool instance's arrivals: n row indices into the pool, uniform with replacement."""
-        return rng.integers(self.pool.shape[0], size=n)
-
-    def sample_contexts(self, n: int, rng: np.random.Generator) -> np.ndarray:
-        if self.kind == "pool":
-            return self.pool[self.sample_context_rows(n, rng)]
-        return _sample_accepted_contexts(self.theta, self.arrival_rate + self.slack, n, rng,
-                                         self.accept_rate)
 
     def diagnostics(self, contexts: np.ndarray) -> dict:
         """Measured slack and κ over a sample of contexts (e.g. a run's arrivals)."""
@@ -256,26 +256,7 @@ def load_pool_file(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
         return data["contexts"], data["theta"]
 
 
-SYNTHETIC_KEYS = {"kind", "n_servers", "dim", "arrival_rate", "slack", "min_accept_rate"}
-POOL_KEYS = {"kind", "pool", "arrival_rate", "name"}
-
-
-def instance_from_spec(spec: dict, rng: np.random.Generator) -> Instance:
-    """Build an instance from its config dict (docs/architecture.md)."""
-    kind = spec.get("kind")
-    if kind == "synthetic":
-        _check_keys(spec, SYNTHETIC_KEYS, {"n_servers", "dim", "arrival_rate", "slack"})
-        return synthetic_instance(spec["n_servers"], spec["dim"], spec["arrival_rate"], spec["slack"],
-                                  rng, min_accept_rate=spec.get("min_accept_rate", 0.005))
-    if kind == "pool":
-        _check_keys(spec, POOL_KEYS, {"pool", "arrival_rate"})
-        contexts, theta = load_pool_file(spec["pool"])
-        return pool_instance(theta, contexts, spec["arrival_rate"],
-                             description={"pool": str(spec["pool"]), "name": spec.get("name")})
-    raise ValueError(f"instance kind must be 'synthetic' or 'pool', got {kind!r}")
-
-
-def _check_keys(spec: dict, allowed: set, required: set) -> None:
+def check_keys(spec: dict, allowed: set, required: set) -> None:
     unknown = set(spec) - allowed
     if unknown:
         raise ValueError(f"unknown instance keys {sorted(unknown)}; allowed: {sorted(allowed)}")

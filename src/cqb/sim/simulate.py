@@ -21,9 +21,10 @@ import numpy as np
 
 from .. import __version__
 from .core import core
-from .instances import Instance, check_positive_int, instance_from_spec
+from .instances import Instance, check_positive_int
 from .policies import PolicyEnv, get_spec, make_policy
 from .rng import check_seed, stream
+from .streams import instance_from_spec
 from .trace import (CorruptTrace, StaleTrace, Trace, content_hash, draw_trace, load_trace, oracle_queue,  # noqa: F401
                     save_trace, trace_arrays)
 

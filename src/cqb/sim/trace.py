@@ -33,8 +33,9 @@ import numpy as np
 
 from .code_hash import simulation_code_hash
 from .core import core
-from .instances import Instance, check_positive_int, instance_from_spec
+from .instances import Instance, check_positive_int
 from .rng import stream
+from .streams import draw_contexts, instance_from_spec, stream_kind, stream_params
 
 TRACE_FORMAT = 1
 # The arrays a run plays on, in the order the content hash reads them; a trace
@@ -86,13 +87,8 @@ def draw_service(horizon: int, seed: int) -> np.ndarray:
 def draw_trace(instance: Instance, horizon: int, seed: int) -> Trace:
     check_positive_int("horizon", horizon)
     arrivals = draw_arrivals(instance.arrival_rate, horizon, seed)
-    arrived = int(arrivals.sum())
-    rows = None
-    if instance.kind == "pool":
-        rows = instance.sample_context_rows(arrived, stream(seed, "contexts"))
-        contexts = instance.pool[rows]
-    else:
-        contexts = instance.sample_contexts(arrived, stream(seed, "contexts"))
+    rounds = np.flatnonzero(arrivals) + 1  # the round of each arrival: a stream may change at a round
+    contexts, rows = draw_contexts(instance, rounds, horizon, stream(seed, "contexts"))
     service = draw_service(horizon, seed)
     return Trace(arrivals, contexts, service, instance.service_probabilities(contexts), rows)
 
@@ -111,7 +107,7 @@ def oracle_queue(trace: Trace) -> np.ndarray:
 def trace_arrays(instance: Instance, trace, oracle_queue: np.ndarray) -> dict[str, np.ndarray]:
     """What a trace file stores: a pool instance's contexts as row indices (the
     pool file is an input of every run on it), a synthetic one's as rows."""
-    pool = instance.kind == "pool"
+    pool = instance.family == "pool"
     return {
         "arrivals": np.ascontiguousarray(trace.arrivals, dtype=bool),
         "service_uniforms": np.ascontiguousarray(trace.service_uniforms, dtype=np.float64),
@@ -190,7 +186,8 @@ def load_trace(path, spec: dict, horizon: int, seed: int):
     arrays["service_uniforms"] = draw_service(horizon, seed)
     if content_hash(arrays) != metadata.get("content_hash"):
         raise CorruptTrace(path, f"is corrupt: its content hash is not {metadata.get('content_hash')}")
-    if record["kind"] == "pool":
+    kind = stream_kind(record["kind"])
+    if kind.family == "pool":
         instance = instance_from_spec(spec, stream(seed, "instance"))  # loads the pool
         if instance.theta.tobytes() != arrays["theta"].tobytes():
             raise StaleTrace(path, f"is stale: its θ* is not that of the pool {spec.get('pool')}")
@@ -200,7 +197,9 @@ def load_trace(path, spec: dict, horizon: int, seed: int):
         contexts = instance.pool[rows]
     else:
         instance = Instance(record["kind"], arrays["theta"], record["arrival_rate"], record["slack"],
-                            accept_rate=record["accept_rate"], description=record["description"])
+                            accept_rate=record["accept_rate"], description=record["description"],
+                            stream_params=None if kind.name == kind.family else stream_params(kind, spec),
+                            min_accept_rate=spec.get("min_accept_rate", 0.005))
         rows, contexts = None, arrays["contexts"]
     if contexts.shape[0] != int(arrays["arrivals"].sum()) or arrays["arrivals"].shape != (horizon,):
         raise CorruptTrace(path, "is corrupt: its arrivals and contexts do not match")
