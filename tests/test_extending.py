@@ -127,3 +127,34 @@ def test_the_schema_and_config_follow_the_kinds_table():
         assert margins[kind.name].get("maximum") == kind.margin_max, kind.name
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     assert list(config["claim_margins"]) == list(KINDS)
+
+
+# Context streams: each is one declaration in cqb.sim.streams; the schema, the
+# plan's run paths, the multiverse and the CLI read the registry. A file that
+# names an adversarial stream's kind outside the list would be a second place
+# a new stream has to be added. (The i.i.d. kinds "synthetic" and "pool" are
+# the two families, named for that role.)
+def adversarial_stream_kinds() -> list[str]:
+    from cqb.sim.streams import STREAM_KINDS
+
+    return [name for name, kind in STREAM_KINDS.items() if name != kind.family]
+
+
+def test_the_context_stream_files_exist_and_are_at_most_three_besides_the_config():
+    listed = listed_files("context stream")
+    assert len([path for path in listed if not path.startswith("config/")]) <= 3
+    for path in listed:
+        assert (ROOT / path).is_file(), f"docs/extending.md lists {path}, which does not exist"
+
+
+def test_only_the_listed_files_name_an_adversarial_stream():
+    kinds = adversarial_stream_kinds()
+    assert kinds, "no adversarial stream: the check would check nothing"
+    unlisted = files_naming(kinds, folders=SOURCE_FOLDERS + ("config",)) - set(listed_files("context stream"))
+    assert not unlisted, f"these files name stream kinds outside their declarations: {sorted(unlisted)}"
+
+
+def test_the_stream_check_finds_a_kind_chain_outside_the_registry(tmp_path):
+    (tmp_path / "src/cqb/pipeline").mkdir(parents=True)
+    (tmp_path / "src/cqb/pipeline/x.py").write_text('if spec["kind"] == "deceptive_switch":\n    pass\n')
+    assert files_naming(adversarial_stream_kinds(), root=tmp_path) == {"src/cqb/pipeline/x.py"}

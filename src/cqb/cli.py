@@ -64,12 +64,12 @@ def _parse_value(text: str):
         return text
 
 
-def _parse_settings(items: list[str]) -> dict:
+def _parse_settings(items: list[str], option: str = "--set") -> dict:
     settings = {}
     for item in items:
         name, sep, value = item.partition("=")
         if not sep or not name:
-            raise ValueError(f"--set takes NAME=VALUE, got {item!r}")
+            raise ValueError(f"{option} takes NAME=VALUE, got {item!r}")
         settings[name] = _parse_value(value)
     return settings
 
@@ -130,7 +130,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--policy", help="policy name (see `cqb policies`); required unless --draw-trace")
     run.add_argument("--seed", type=int, required=True, help="root of the seed tree")
     run.add_argument("--horizon", type=int, default=5000, help="number of rounds T (default 5000)")
-    run.add_argument("--instance", choices=("synthetic", "pool"), default="synthetic")
+    run.add_argument("--instance", default="synthetic", metavar="KIND",
+                     help="the context stream (cqb.sim.streams; default synthetic): synthetic or pool (i.i.d.), "
+                          "or an adversarial one, e.g. subspace_shift, deceptive_switch, sorted_pool")
+    run.add_argument("--stream-param", action="append", default=[], metavar="KEY=VALUE",
+                     help="a parameter of the stream (repeatable), e.g. --stream-param noise_scale=0.1")
     run.add_argument("--n-servers", type=int, default=5, help="K (synthetic; default 5)")
     run.add_argument("--dim", type=int, default=5, help="d (synthetic; default 5)")
     run.add_argument("--arrival-rate", type=float, default=0.7, help="λ (default 0.7)")
@@ -208,12 +212,15 @@ def _json_object(option: str, text: str) -> dict:
 def _instance_spec(args) -> dict:
     if args.instance_spec is not None:
         return _json_object("--instance-spec", args.instance_spec)
-    if args.instance == "pool":
+    from .sim.streams import family_of
+
+    own = _parse_settings(args.stream_param, "--stream-param")
+    if family_of({"kind": args.instance}) == "pool":
         if not args.pool:
-            raise ValueError("--instance pool needs --pool FILE")
-        return {"kind": "pool", "pool": args.pool, "arrival_rate": args.arrival_rate}
-    return {"kind": "synthetic", "n_servers": args.n_servers, "dim": args.dim,
-            "arrival_rate": args.arrival_rate, "slack": args.slack}
+            raise ValueError(f"--instance {args.instance} needs --pool FILE")
+        return {"kind": args.instance, "pool": args.pool, "arrival_rate": args.arrival_rate, **own}
+    return {"kind": args.instance, "n_servers": args.n_servers, "dim": args.dim,
+            "arrival_rate": args.arrival_rate, "slack": args.slack, **own}
 
 
 def _check_pool_file(spec: dict) -> None:
@@ -223,7 +230,7 @@ def _check_pool_file(spec: dict) -> None:
     zipfile.BadZipFile, naming no file. A missing file is left to the OSError report."""
     import zipfile  # here: a synthetic run's start-up does not pay for it
 
-    pool = spec.get("pool") if spec.get("kind") == "pool" else None
+    pool = spec.get("pool")
     if isinstance(pool, str) and os.path.isfile(pool) and not zipfile.is_zipfile(pool):
         raise ValueError(f"pool file {pool} is not an .npz archive (another format, or truncated): "
                          "give the instance file the data rules write (contexts, theta), "
