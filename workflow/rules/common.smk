@@ -92,7 +92,7 @@ def run_of(wildcards):
 def simulate_inputs(wildcards):
     instance = run_of(wildcards).instance
     # a pool instance needs its processed data file (built by workflow/rules/data.smk)
-    return {"pool": instance["pool"]} if instance["kind"] == "pool" else {}
+    return {"pool": instance["pool"]} if "pool" in instance else {}
 
 
 def instance_json(wildcards, input):
@@ -129,7 +129,7 @@ def report_figures():
         name
         for name, _ in SECTIONS
         if name in config["figures"]
-        or (name == "fig5" and PLAN.rates_experiment)
+        or name in RATE_FIGURES
         or (name == "tuning" and TUNING_EXPERIMENTS)
         or name == "fig7"
     ]

@@ -35,3 +35,14 @@ for figure_name in config["figures"]:
             float_format=config["aggregate"]["float_format"],
         script:
             "../../scripts/plot_figure.py"
+
+
+# A figure in parts: one target that builds them all (FIGURE_PARTS, common.smk).
+for group, parts in FIGURE_PARTS.items():
+
+    rule:
+        name:
+            group
+        input:
+            [figure_outputs(part) for part in parts],
+        localrule: True

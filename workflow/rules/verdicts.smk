@@ -70,7 +70,7 @@ if TUNING_EXPERIMENTS:
 
 # The processed pool files the plan's runs play on: their checksums go into
 # the results' provenance (a pool fitted elsewhere can differ in its last bits).
-POOL_FILES = sorted({run.instance["pool"] for run in PLAN.runs.values() if run.instance["kind"] == "pool"})
+POOL_FILES = sorted({run.instance["pool"] for run in PLAN.runs.values() if "pool" in run.instance})
 
 
 rule claims:

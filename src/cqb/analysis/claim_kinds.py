@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .claim_statistics import (_best, _converges, _drops, _groups, _grows, _ordered, _stall_rate, _typical_below,
-                               ClaimResult, drop_from_peak, summarise)
+from .claim_statistics import (_against_reference, _best, _converges, _drops, _groups, _grows, _ordered, _stall_rate,
+                               _typical_below, ClaimResult, drop_from_peak, reference_differences, summarise)
 
 # how the calibration resamples a kind's per-seed values and centres them for its null
 MEAN = "mean"  # a mean, moved onto the threshold
@@ -85,6 +85,11 @@ def _pair_signs(spec, runs, comparison):
     return np.sign(-change if spec.direction == "decreasing" else change)
 
 
+def _reference_values(spec, runs, comparison):
+    (policy, reference), (_, value) = comparison.units
+    return reference_differences(spec, runs[runs["policy"] == policy], policy, reference, value)
+
+
 def _paired_differences(spec, runs, comparison):
     other, claimed = comparison.key.split(" − ")
     wide = runs.pivot_table(index="seed", columns="policy", values=spec.metric, aggfunc="first")
@@ -102,6 +107,10 @@ CLAIM_KINDS = (
     ClaimKind("best", _best, True, 0.0, MEAN, _paired_differences, "jobs", against_other_policies=True),
     ClaimKind("drops", _drops, True, None, MEAN, _per_group(lambda spec, rows: drop_from_peak(rows)), "a fraction"),
     ClaimKind("stall_rate", _stall_rate, False, None, RATE, _stall_flags, "a rate", pooled_shape=True),
+    # each sweep value against the first, paired by seed: at most the claim's threshold above it
+    ClaimKind("within_reference", _against_reference, False, None, MEAN, _reference_values, "jobs"),
+    # a horizon sweep: growth from the shortest horizon at most the policy's theorem rate
+    ClaimKind("rate_bound", _against_reference, False, None, MEAN, _reference_values, "jobs"),
 )
 KIND_TABLE = {kind.name: kind for kind in CLAIM_KINDS}
 KINDS = tuple(KIND_TABLE)

@@ -328,6 +328,58 @@ def _best(runs, spec, confidence=0.95, margin=0.0, fail_confidence=None):
             f"{len(others)} other non-oracle policies (here {{decisive}}); holds above 0", True)
 
 
+def reference_factor(spec, policy: str, reference: str, value: str) -> float:
+    """How far the claim lets ``value``'s metric exceed ``reference``'s: 1 for
+    ``within_reference``; for ``rate_bound`` (a horizon sweep) the policy's
+    theorem rate from T = reference to T = value (cqb.presentation)."""
+    if spec.kind != "rate_bound":
+        return 1.0
+    from ..presentation import theorem_rate
+
+    rate = theorem_rate(policy)
+    if rate is None:
+        raise ValueError(f"claim {spec.name!r}: policy {policy!r} states no theorem rate to bound its growth by")
+    return float(rate.curve(np.array([float(reference), float(value)]))[1])
+
+
+def reference_differences(spec, rows, policy: str, reference: str, value: str) -> np.ndarray:
+    """Per seed (paired): metric at ``value`` − factor × metric at ``reference``."""
+    wide = rows.pivot_table(index="seed", columns="sweep_value", values=spec.metric, aggfunc="first")
+    pair = wide[[reference, value]].dropna()
+    factor = reference_factor(spec, policy, reference, value)
+    return pair[value].to_numpy(dtype=np.float64) - factor * pair[reference].to_numpy(dtype=np.float64)
+
+
+def _against_reference(runs, spec, confidence=0.95, margin=0.0, fail_confidence=None):
+    """Each sweep value against the first (the reference: an i.i.d. control,
+    or the shortest horizon), per policy and paired by seed; holds below the
+    claim's threshold."""
+    pairs = []
+    for policy in spec.policies:
+        rows = _select(runs, spec, policy)
+        if spec.kind == "rate_bound" and rows["sweep_param"].iloc[0] != "horizon":
+            raise ValueError(f"claim {spec.name!r}: a rate bound needs a horizon sweep, "
+                             f"not {rows['sweep_param'].iloc[0]!r}")
+        values = _sweep_order(rows)
+        pairs += [(policy, rows, values[0], value) for value in values[1:]]
+    fail_confidence = fail_level(confidence, len(pairs)) if fail_confidence is None else fail_confidence
+    comparisons = []
+    for policy, rows, reference, value in pairs:
+        difference = reference_differences(spec, rows, policy, reference, value)
+        mean = float(difference.mean())
+        low, high = mean_interval(difference, confidence)
+        verdict = comparison_verdict(low, high, *mean_interval(difference, fail_confidence), spec.threshold,
+                                     margin, upward=False)
+        key = f"{policy} {value} vs {reference}"
+        comparisons.append(Comparison(key, ((policy, reference), (policy, value)), mean, low, high, verdict,
+                                      len(difference), f"{key}: {mean:.3g} [{low:.3g}, {high:.3g}] {verdict}"))
+    grown = ("its theorem's rate × the value at the shortest horizon" if spec.kind == "rate_bound"
+             else "the value at the reference (first sweep value)")
+    return (comparisons,
+            f"paired by seed, mean of ({spec.metric} − {grown}), skew-corrected t {_pct(confidence)} "
+            f"interval, per sweep value; holds below {spec.threshold:g} jobs", False)
+
+
 def _stall_rate(runs, spec, confidence=0.95, margin=0.0, fail_confidence=None):
     fail_confidence = fail_level(confidence, len(spec.policies)) if fail_confidence is None else fail_confidence
     comparisons = []

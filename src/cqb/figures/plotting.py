@@ -107,7 +107,7 @@ def plot_figure(spec: FigureSpec, table: pd.DataFrame, curve_summaries: Mapping[
         for curve, colour in zip(panel.curves, curve_colours(panel)):
             line = rows[(rows["policy"] == curve.policy) & (rows["sweep_value"] == curve.sweep_value)]
             drawn = line.iloc[thin(len(line))]
-            t, middle = drawn["t"].to_numpy(), drawn[f"queue_{center}"].to_numpy()
+            t, middle = drawn["t"].to_numpy(), drawn[f"{spec.quantity}_{center}"].to_numpy()
             # a reference curve that does not take the swept parameter (the oracle): black, dashed
             reference = panel.sweep_param and not curve.swept
             if reference:
@@ -121,11 +121,14 @@ def plot_figure(spec: FigureSpec, table: pd.DataFrame, curve_summaries: Mapping[
             if band == "iqr":
                 low, high = drawn["queue_q25"].to_numpy(), drawn["queue_q75"].to_numpy()
             elif band != "none":
-                half = drawn[f"queue_{band}"].fillna(0.0).to_numpy()
+                half = drawn[f"{spec.quantity}_{band}"].fillna(0.0).to_numpy()
                 low, high = middle - half, middle + half
             if band != "none":
                 ax.fill_between(t, low, high, color=colour, alpha=0.18, linewidth=0, rasterized=True)
-        ax.set_title(panel.title, fontsize=10)
+        for mark in panel.marks:  # where the context stream changes (T0)
+            ax.axvline(mark, color="0.35", linewidth=0.8, linestyle=":")
+        ax.set_title(panel.title + (f" (T0 = {', '.join(map(str, panel.marks))}: dotted)" if panel.marks else ""),
+                     fontsize=10)
         ax.set_xlabel("round t")
         yscale = panel.yscale
         if yscale == "symlog":  # linear up to 10 jobs, logarithmic above: small and linear growth both visible
@@ -134,13 +137,13 @@ def plot_figure(spec: FigureSpec, table: pd.DataFrame, curve_summaries: Mapping[
             ax.set_yscale(yscale)
         if panel.ylim:
             ax.set_ylim(*panel.ylim)
-        elif yscale in ("linear", "symlog"):
+        elif yscale in ("linear", "symlog") and spec.quantity == "queue":
             ax.set_ylim(bottom=0)
         ax.set_xlim(left=0)
         ax.grid(True, linewidth=0.4, alpha=0.5)
         ax.legend(fontsize=6.5, ncol=2 if len(panel.curves) > 3 else 1, frameon=False,
                   loc="upper center", bbox_to_anchor=(0.5, -0.2))
-    axes[0][0].set_ylabel("queue length Q(t)")
+    axes[0][0].set_ylabel({"queue": "queue length Q(t)", "regret": "regret Q(t) − Q*(t)"}[spec.quantity])
     n_seeds = sorted(set(table["n_seeds"]))
     line_text = {"mean": "mean", "median": "median"}[center]
     band_text = {"sd": "±1 sd", "se": "±1 se", "iqr": "interquartile range", "none": "no band"}[band]

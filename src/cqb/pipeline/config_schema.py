@@ -22,6 +22,16 @@ from ..errors import ConfigError, config_error  # noqa: F401 (validate_config ra
 SWEPT_INSTANCE_KEYS = ("n_servers", "dim", "arrival_rate", "slack", "min_accept_rate")
 
 
+def instance_sweep_keys() -> tuple[str, ...]:
+    """Every instance key a sweep may vary: the family keys above, the stream
+    kind itself (an i.i.d. control beside its adversaries) and every declared
+    stream's own parameters (cqb.sim.streams)."""
+    from ..sim.streams import STREAM_KINDS
+
+    own = dict.fromkeys(f.name for kind in STREAM_KINDS.values() for f in fields(kind.params))
+    return SWEPT_INSTANCE_KEYS + ("kind",) + tuple(own)
+
+
 # ---------------------------------------------------------------- dataclass fields → schema
 
 _JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string", type(None): "null"}
@@ -88,7 +98,7 @@ def policy_params_schema() -> dict:
     array = {"type": "array", "minItems": 1, "uniqueItems": True}
     sweep = {"horizon": dict(array, items={"type": "integer", "minimum": 1})}
     sweep.update({key: dict(array, items={"$ref": f"#/$defs/instance/properties/{key}"})
-                  for key in SWEPT_INSTANCE_KEYS})
+                  for key in instance_sweep_keys()})
     sweep.update({key: dict(array, items=schema) for key, schema in union.items() if key not in sweep})
     return {
         "policy_params": {"type": "object", "additionalProperties": False, "properties": union},

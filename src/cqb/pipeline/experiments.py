@@ -28,8 +28,8 @@ from pathlib import Path
 from ..analysis.curves import Curve, format_value  # noqa: F401 (the plan's curves; format_value re-exported)
 from ..errors import ConfigError, config_error
 from ..presentation import display_name
-from ..sim.streams import family_of, stream_kind, stream_params
-from .config_schema import SWEPT_INSTANCE_KEYS, _registry, parameter_fields
+from ..sim.streams import family_of, shift_round, stream_kind, stream_params
+from .config_schema import SWEPT_INSTANCE_KEYS, _registry, instance_sweep_keys, parameter_fields
 
 
 # ---------------------------------------------------------------- names
@@ -41,7 +41,8 @@ BASE_INSTANCE = {"kind": "synthetic", "n_servers": 5, "dim": 5, "arrival_rate": 
 INSTANCE_KEY_TAGS = dict(zip(SWEPT_INSTANCE_KEYS, ("K", "d", "lam", "eps", "acc")))  # in instance-id order
 SWEEP_SYMBOLS = {"slack": "ϵ", "n_servers": "K", "dim": "d", "arrival_rate": "λ",
                  "bonus_scale": "c_β", "horizon": "T"}
-RESERVED_TABLES = ("regret_rates", "regret_slopes")  # Figure 5's tables beside the experiments'
+# the rate figures' tables beside the experiments' (workflow/rules/rates.smk)
+RESERVED_TABLES = ("regret_rates", "regret_slopes", "adversarial_regret_rates", "adversarial_regret_slopes")
 
 
 def instance_id(spec: Mapping) -> str:
@@ -95,6 +96,7 @@ class Panel:
     curves: tuple[PanelCurve, ...]
     yscale: str = "linear"
     ylim: tuple | None = None
+    marks: tuple[int, ...] = ()  # rounds a context stream changes at (T0), drawn as vertical lines
 
 
 # the bands that go with each centre line: ±1 sd or se around a mean, the
@@ -112,6 +114,7 @@ class FigureSpec:
     panel_height: float = 3.4
     dpi: int = 150
     center: str = "mean"  # the line: mean or median over seeds
+    quantity: str = "queue"  # what the panels draw: the queue Q(t), or the regret Q(t) − Q*(t)
 
     @property
     def experiments(self) -> list[str]:
@@ -138,6 +141,7 @@ class Plan:
     figures: dict  # figure name → FigureSpec
     rate_experiments: tuple[str, ...]  # Figure 5's panels: rates.experiment, then extra_experiments
     grid: tuple[GridCell, ...]  # Figure 7's cells, column by column
+    adversarial_experiments: tuple[str, ...] = ()  # Figure 9's rate panels (adversarial.rate_experiments)
 
     @property
     def rates_experiment(self) -> str | None:
@@ -220,7 +224,7 @@ def expand_experiment(config: Mapping, name: str) -> list[Curve]:
     resolved = {label: resolve_label(config, label, name) for label in labels}
     sweep = experiment["sweep"] or {}
     sweep_param, sweep_values = next(iter(sweep.items())) if sweep else ("", [None])
-    policy_sweep = bool(sweep_param) and sweep_param != "horizon" and sweep_param not in SWEPT_INSTANCE_KEYS
+    policy_sweep = bool(sweep_param) and sweep_param != "horizon" and sweep_param not in instance_sweep_keys()
     if policy_sweep and not any(sweep_param in _accepted(policy) for policy, _, _ in resolved.values()):
         config_error(f"experiments.{name}.sweep", sweep_param, f"no policy of the experiment takes it ({labels})")
     seeds_by_horizon = {}
@@ -242,8 +246,16 @@ def expand_experiment(config: Mapping, name: str) -> list[Curve]:
             if sweep_param == "horizon":
                 # one set of runs per T: ε = T^(−1/2), τ and δ = 1/T are resolved from each run's T
                 horizon, n_seeds = value, seeds_by_horizon.get(value, n_seeds)
-            elif sweep_param in SWEPT_INSTANCE_KEYS:
+            elif sweep_param in instance_sweep_keys():
                 instance[sweep_param] = value
+                if sweep_param == "kind":
+                    if family_of(instance) != family_of(experiment["instance"]):
+                        config_error(f"experiments.{name}.sweep.kind", value,
+                                     f"not a {family_of(experiment['instance'])} stream like the experiment's instance")
+                    # the stream's own parameters at their defaults, as the schema fills them in
+                    own = stream_params(stream_kind(value), {})
+                    instance.update({item.name: getattr(own, item.name) for item in fields(own)
+                                     if item.name not in instance})
             elif sweep_param in run_params:
                 run_params[sweep_param] = value
                 if run_params != params:  # the label's own value keeps the plain label (one set of runs)
@@ -371,7 +383,7 @@ def figure_spec(config: Mapping, curves: dict, figure_name: str) -> FigureSpec:
         # a label that does not take a swept policy parameter (the oracle under a
         # bonus_scale sweep) has one run set for every value: drawn once, as a reference
         fixed = {label for label in labels
-                 if sweep_param and sweep_param != "horizon" and sweep_param not in SWEPT_INSTANCE_KEYS
+                 if sweep_param and sweep_param != "horizon" and sweep_param not in instance_sweep_keys()
                  and sweep_param not in _accepted(policy_of[label])}
         n_swept = len(set(labels) - fixed)
         selected = []
@@ -387,14 +399,26 @@ def figure_spec(config: Mapping, curves: dict, figure_name: str) -> FigureSpec:
                 selected.append(PanelCurve(curve.label, curve.sweep_text, curve.display, legend,
                                            label not in fixed))
         ylim = panel.get("ylim")
+        drawn = {curve.policy for curve in selected}  # the run labels
+        marks = tuple(sorted({mark for c in experiment_curves if c.label in drawn and c.sweep_text in
+                              {curve.sweep_value for curve in selected} for mark in shift_marks(c)}))
         panels.append(Panel(panel.get("title", experiment), experiment, sweep_param, tuple(selected),
-                            panel["yscale"], tuple(ylim) if ylim else None))
+                            panel["yscale"], tuple(ylim) if ylim else None, marks))
     center, band = figure["center"], figure["band"]
     if band not in BANDS[center]:
         config_error(f"figures.{figure_name}.band", band,
                      f"does not go with center {center} (its bands: {', '.join(BANDS[center])})")
+    if figure["quantity"] == "regret" and center != "mean":
+        config_error(f"figures.{figure_name}.center", center, "the regret is drawn as a mean over seeds")
     return FigureSpec(figure_name, figure.get("title", figure_name), tuple(panels), band,
-                      figure["panel_width"], figure["panel_height"], figure["dpi"], center)
+                      figure["panel_width"], figure["panel_height"], figure["dpi"], center, figure["quantity"])
+
+
+def shift_marks(curve: Curve) -> tuple[int, ...]:
+    """The round T0 at which the curve's context stream changes, if it does."""
+    kind = stream_kind(curve.instance["kind"])
+    params = stream_params(kind, dict(curve.instance))
+    return (shift_round(params, curve.horizon),) if hasattr(params, "shift_fraction") else ()
 
 
 def check_rates(config: Mapping, curves: dict) -> tuple[str, ...]:
@@ -406,15 +430,21 @@ def check_rates(config: Mapping, curves: dict) -> tuple[str, ...]:
     rates = config["rates"]
     if rates["experiment"] is None:
         return ()
+    return check_horizon_swept(curves, "rates.extra_experiments",
+                               [rates["experiment"]] + list(rates["extra_experiments"]), "rates.experiment")
+
+
+def check_horizon_swept(curves: dict, key: str, experiments, first_key: str = "") -> tuple[str, ...]:
+    """``experiments`` (a rate figure's panels), each an experiment with a horizon sweep, none twice."""
     names = []
-    for key, name in [("rates.experiment", rates["experiment"])] + [
-            ("rates.extra_experiments", extra) for extra in rates["extra_experiments"]]:
+    for index, name in enumerate(experiments):
+        where = first_key if index == 0 and first_key else key
         if name not in curves:
-            config_error(key, name, f"not an experiment ({', '.join(curves)})")
+            config_error(where, name, f"not an experiment ({', '.join(curves)})")
         if curves[name][0].sweep_param != "horizon":
-            config_error(key, name, "needs a horizon sweep (sweep: {horizon: [...]})")
+            config_error(where, name, "needs a horizon sweep (sweep: {horizon: [...]})")
         if name in names:
-            config_error(key, name, "listed twice")
+            config_error(where, name, "listed twice")
         names.append(name)
     return tuple(names)
 
@@ -442,4 +472,6 @@ def build_plan(config: Mapping) -> Plan:
     check_second_stages(curves)
     runs = collect_runs(curves)
     figures = {name: figure_spec(config, curves, name) for name in config["figures"]}
-    return Plan(runs, curves, figures, check_rates(config, curves), grid_cells(config, curves))
+    return Plan(runs, curves, figures, check_rates(config, curves), grid_cells(config, curves),
+                check_horizon_swept(curves, "adversarial.rate_experiments",
+                                    config["adversarial"]["rate_experiments"]))

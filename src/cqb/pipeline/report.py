@@ -32,6 +32,8 @@ SECTIONS = (
     ("fig6", "Beyond the paper — Figure 6: the bonus scale c_β"),
     ("fig7", "Beyond the paper — Figure 7: the real-data claim under other readings"),
     ("fig8", "Beyond the paper — Figure 8: every claim under the reconstruction's open choices"),
+    ("fig9_rounds", "Beyond the paper — Figure 9: adversarial contexts, the regret over rounds"),
+    ("fig9_rates", "Beyond the paper — Figure 9: adversarial contexts, the regret against the horizon"),
     ("tuning", "Held-out tuning"),
 )
 # Where the rest lives, relative to docs/results/ (the published copy).

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..analysis.claims_registry import READING_FIELDS, ClaimSpec, Reading
-from .config_schema import SWEPT_INSTANCE_KEYS
+from .config_schema import instance_sweep_keys
 from .experiments import ConfigError, config_error, format_value, resolve_label
 
 
@@ -77,7 +77,7 @@ def tuning_setup(config: Mapping, plan) -> tuple[list[str], dict]:
             config_error("tuning.experiments", name, f"not an experiment ({', '.join(plan.curves)})")
         curves = plan.curves[name]
         tuned_param = curves[0].sweep_param
-        if not tuned_param or tuned_param == "horizon" or tuned_param in SWEPT_INSTANCE_KEYS:
+        if not tuned_param or tuned_param == "horizon" or tuned_param in instance_sweep_keys():
             config_error("tuning.experiments", name, "needs a sweep over a policy parameter (the grid)")
     tuning_seeds = {seed for name in experiments for curve in plan.curves[name] for seed in curve.seeds}
     for other, curves in plan.curves.items():

@@ -62,7 +62,7 @@ class SubspaceShiftParams:
     after it."""
 
     subspace_dim: int = 2
-    shift_fraction: float = 0.85
+    shift_fraction: float = 0.9
     after: str = "whole"
     noise_scale: float = 0.0
 
@@ -74,7 +74,7 @@ class SwitchParams:
     largest and the second largest share of the contexts that keep the slack
     (measured on a probe of the stream's own draws), so both phases can keep it."""
 
-    shift_fraction: float = 0.85
+    shift_fraction: float = 0.9
     noise_scale: float = 0.0
 
 
