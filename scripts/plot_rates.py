@@ -1,5 +1,7 @@
-"""Snakemake script of rule `fig5`: the regret-rate figure (one panel per
+"""Snakemake script of the regret-rate figures (rules `fig5`, `fig9_rates`): the figure (one panel per
 experiment), its data table, the slope table and the rendered summary."""
+
+from pathlib import Path
 
 import pandas as pd
 
@@ -26,7 +28,8 @@ def main(smk):
         write_table(slopes, smk.output.slopes, smk.params.float_format)
         atomic_write_text(smk.output.text, rates_summary_markdown(summary, slopes, titles, DISPLAY_NAMES))
         colours = {policy: policy_colour(policy) for policy in DISPLAY_NAMES}
-        figure = plot_rates(summary, slopes, titles, DISPLAY_NAMES, colours, title=smk.params.title)
+        figure = plot_rates(summary, slopes, titles, DISPLAY_NAMES, colours, title=smk.params.title,
+                            slopes_file=Path(smk.output.slopes).name)
         save_figure(figure, smk.output.pdf, smk.output.png, smk.params.dpi)
         print(f"{len(table)} rows -> {smk.output.tsv}, {smk.output.slopes}, {smk.output.text}", file=log)
 

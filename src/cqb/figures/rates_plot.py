@@ -15,7 +15,7 @@ def _fmt(value: float, digits: int = 2) -> str:
 
 
 def plot_rates(summary, slopes, panel_titles: Mapping[str, str], display_names: Mapping[str, str],
-               colours: Mapping[str, str] | None = None, title: str = ""):
+               colours: Mapping[str, str] | None = None, title: str = "", slopes_file: str = "fig5_slopes.tsv"):
     """One log–log panel per experiment: the converged mean tail regret per T
     with its 95 % bootstrap interval, the fitted line (solid) and the theorem's
     rate (dotted) anchored at the fitted line's first horizon; the legend
@@ -85,7 +85,7 @@ def plot_rates(summary, slopes, panel_titles: Mapping[str, str], display_names: 
     from matplotlib.lines import Line2D
 
     entries = [(handle, label) for handle, label in handles.values()]
-    entries.append((Line2D([], [], color="black", linewidth=1.0), "fitted slope (fig5_slopes.tsv)"))
+    entries.append((Line2D([], [], color="black", linewidth=1.0), f"fitted slope ({slopes_file})"))
     entries.append((Line2D([], [], color="black", linestyle=":", linewidth=1.6),
                     "theorem's rate: CQB-ε T^(−1/4), CQB-η-2 T^(−1/2), CQB-Opt log²T"))
     figure.legend([e[0] for e in entries], [e[1] for e in entries], loc="outside lower center",

@@ -40,7 +40,7 @@ BASE_INSTANCE = {"kind": "synthetic", "n_servers": 5, "dim": 5, "arrival_rate": 
 
 INSTANCE_KEY_TAGS = dict(zip(SWEPT_INSTANCE_KEYS, ("K", "d", "lam", "eps", "acc")))  # in instance-id order
 SWEEP_SYMBOLS = {"slack": "ϵ", "n_servers": "K", "dim": "d", "arrival_rate": "λ",
-                 "bonus_scale": "c_β", "horizon": "T"}
+                 "bonus_scale": "c_β", "horizon": "T", "kind": "stream", "noise_scale": "σ"}
 # the rate figures' tables beside the experiments' (workflow/rules/rates.smk)
 RESERVED_TABLES = ("regret_rates", "regret_slopes", "adversarial_regret_rates", "adversarial_regret_slopes")
 
