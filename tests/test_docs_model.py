@@ -1,6 +1,6 @@
 """docs/model.md is the repository's own account of the model, and the one
-place a citation of the model points to: each `docs/model.md#anchor` (or a
-page's relative `model.md#anchor` link, or model.md's own `#anchor` link)
+place a citation of the model points to: each `docs/model.md#<anchor>` (or a
+page's relative `model.md#<anchor>` link, or model.md's own `#<anchor>` link)
 anywhere in the tracked files names a heading of docs/model.md, and no
 tracked file under the checked folders cites the team's private summary, a
 file the repository does not have, by its name as a word (the name is built
