@@ -50,7 +50,7 @@ from cqb.pipeline.results import children_cpu
 
 from . import trees
 
-SPEC = {"kind": "synthetic", "n_servers": 5, "dim": 5, "arrival_rate": 0.7, "slack": 0.1}
+INSTANCE = {"kind": "synthetic", "n_servers": 5, "dim": 5, "arrival_rate": 0.7, "slack": 0.1}
 FIRST_SEED = 700_000  # no experiment's
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -81,7 +81,7 @@ SHELL, BASH = "/bin/sh", "bash"
 
 def _job_line(client: str, seed: int, out: Path, log: Path, code_hash: str, shell: str = SHELL) -> str:
     prefix = "set -euo pipefail; " if shell == BASH else ""
-    return (f"{prefix}{shlex.quote(client)} run --instance-spec {shlex.quote(json.dumps(SPEC))} "
+    return (f"{prefix}{shlex.quote(client)} run --instance-spec {shlex.quote(json.dumps(INSTANCE))} "
             f"--policy oracle --params '{{}}' --horizon 500 --seed {seed} --code-hash {code_hash} "
             f"--out {shlex.quote(str(out))} 2> {shlex.quote(str(log))}")
 
@@ -178,7 +178,7 @@ print(json.dumps({key: statistics.median(run.get(key, 0.0) for run in runs) for 
 
 def phases_table(forks: int, scratch: Path, rounds: int, sources: dict[str, dict]) -> str:
     """The phases of a forked run in each source (label -> the environment that imports it)."""
-    argv = ["run", "--instance-spec", json.dumps(SPEC), "--policy", "oracle", "--params", "{}", "--horizon", "500",
+    argv = ["run", "--instance-spec", json.dumps(INSTANCE), "--policy", "oracle", "--params", "{}", "--horizon", "500",
             "--seed", str(FIRST_SEED), "--code-hash", "x", "--out", str(scratch / "phases.npz")]
     medians = {label: [] for label in sources}
     for _ in range(rounds):

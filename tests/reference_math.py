@@ -1,5 +1,5 @@
 """From-scratch numpy computations the compiled core is checked against
-(SPEC §2): the regularised logistic MLE, the widths β_k, and resolved
+(docs/model.md#the-per-server-logistic-estimator): the regularised logistic MLE, the widths β_k, and resolved
 estimator parameters for tests that build an estimator directly."""
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def fit_logistic(X, y, reg, theta0=None, tol=1e-10, max_iter=100):
 
 
 def confidence_width(params, dim, n_servers, n_samples):
-    """β_k = (κ/2)√(2d log(1 + N_k/(κλ₀d)) + log(K/δ)) + κS_k√λ₀/2 (SPEC §2; S_k = S
+    """β_k = (κ/2)√(2d log(1 + N_k/(κλ₀d)) + log(K/δ)) + κS_k√λ₀/2 (the paper's §5; S_k = S
     for a shared bound, else the per-server tuple)."""
     kappa, reg = params.kappa, params.reg
     inner = 2 * dim * np.log1p(np.asarray(n_samples, dtype=np.float64) / (kappa * reg * dim))

@@ -10,7 +10,7 @@ from cqb.analysis.compare import (compare_claims, compare_comparisons, compare_r
 from cqb.sim.runfile import save_run
 from cqb.sim.simulate import RunResult
 
-SPEC = {"kind": "synthetic", "n_servers": 3, "dim": 2, "arrival_rate": 0.5, "slack": 0.1}
+INSTANCE = {"kind": "synthetic", "n_servers": 3, "dim": 2, "arrival_rate": 0.5, "slack": 0.1}
 
 
 def write(root, policy, seed, queue, oracle, label=None, instance="inst", **params):
@@ -129,7 +129,7 @@ def test_command_writes_the_report_and_refuses_half_the_claims(tmp_path, capsys)
 def test_a_real_run_compared_with_itself_is_identical(tmp_path, policy):
     from cqb.sim.simulate import simulate
 
-    result = simulate(SPEC, policy, None, 200, 3)
+    result = simulate(INSTANCE, policy, None, 200, 3)
     for root in ("old", "new"):
         save_run(tmp_path / root / "x" / "T200" / policy / "seed3.npz", result)
     runs, _ = compare_run_trees(tmp_path / "old", tmp_path / "new")

@@ -25,7 +25,7 @@ def ordered_runs(times: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-SPEC = ClaimSpec("dim", "Larger d converges slower", "ordered", "synthetic_dim", ("eps", "opt"),
+DIM_CLAIM = ClaimSpec("dim", "Larger d converges slower", "ordered", "synthetic_dim", ("eps", "opt"),
                  metric="time_to_optimal", per_policy=True, per_policy_by_construction=(("eps", "τ ∝ d³"),))
 
 
@@ -44,7 +44,7 @@ def test_each_policy_combines_its_own_comparisons_and_the_confirmatory_study_rep
                                record("opt 3→5", "opt", (0.34, 0.55), INCONCLUSIVE, 160, None)]}
     confirmatory = {"dim__opt": {"statistic": "share", "n": 217,
                                  "comparisons": [record("opt 3→5", "opt", (0.40, 0.49), FAILS, 217)]}}
-    rows = {row["policy"]: row for row in per_policy_rows(SPEC, runs, 0.15, powered, confirmatory)}
+    rows = {row["policy"]: row for row in per_policy_rows(DIM_CLAIM, runs, 0.15, powered, confirmatory)}
     assert rows["eps"]["verdict"] == HOLDS and rows["eps"]["source"] == "powered" and rows["eps"]["n_seeds"] == 160
     assert rows["eps"]["by_construction"] == "τ ∝ d³" and rows["opt"]["by_construction"] == ""
     assert rows["eps"]["figures_verdict"] == HOLDS  # 20 of 20 seeds slower at the figures' seeds
@@ -52,9 +52,9 @@ def test_each_policy_combines_its_own_comparisons_and_the_confirmatory_study_rep
     assert rows["opt"]["verdict"] == rows["opt"]["confirmatory_verdict"] == FAILS
     assert rows["opt"]["source"] == "confirmatory" and rows["opt"]["n_seeds"] == 217
     # without a confirmatory study the powered verdict is the headline; without either, the figures'
-    assert {r["policy"]: r["source"] for r in per_policy_rows(SPEC, runs, 0.15, powered)} == {
+    assert {r["policy"]: r["source"] for r in per_policy_rows(DIM_CLAIM, runs, 0.15, powered)} == {
         "eps": "powered", "opt": "powered"}
-    only_figures = per_policy_table([SPEC, ClaimSpec("x", "x", "ordered", "synthetic_dim", ("opt",))],
+    only_figures = per_policy_table([DIM_CLAIM, ClaimSpec("x", "x", "ordered", "synthetic_dim", ("opt",))],
                                     {"synthetic_dim": runs}, {"ordered": 0.15})
     assert list(only_figures["source"]) == ["figures", "figures"] and list(only_figures["policy"]) == ["eps", "opt"]
     assert only_figures.loc[1, "figures_verdict"] in (TIE, INCONCLUSIVE)  # half the seeds each way
@@ -73,18 +73,18 @@ def confirmatory_config(**entry):
 
 
 def test_a_confirmatory_claim_is_one_look_on_its_policy_and_fresh_seeds():
-    (claim,) = confirmatory_claims(confirmatory_config(), plan_of(["3", "5", "10"]), [SPEC]).values()
+    (claim,) = confirmatory_claims(confirmatory_config(), plan_of(["3", "5", "10"]), [DIM_CLAIM]).values()
     assert claim.spec.name == "dim__opt" and claim.spec.policies == ("opt",) and claim.looks == (217,)
     assert claim.units == (("opt", "5"), ("opt", "10")) and claim.confidence == pytest.approx(0.95)
     assert claim.spec.readings == () and claim.margin == 0.15
     seeds = confirmatory_seeds({"c": claim})
     assert min(seeds) == 120000 and max(seeds) == 120216
     with pytest.raises(ConfigError, match="registered δ"):
-        confirmatory_claims(confirmatory_config(margin=0.1), plan_of(["5", "10"]), [SPEC])
+        confirmatory_claims(confirmatory_config(margin=0.1), plan_of(["5", "10"]), [DIM_CLAIM])
     with pytest.raises(ConfigError, match="one observed effect per comparison"):
-        confirmatory_claims(confirmatory_config(sweep_values=["3", "5", "10"]), plan_of(["3", "5", "10"]), [SPEC])
+        confirmatory_claims(confirmatory_config(sweep_values=["3", "5", "10"]), plan_of(["3", "5", "10"]), [DIM_CLAIM])
     with pytest.raises(ConfigError, match="not a policy"):
-        confirmatory_claims(confirmatory_config(policy="random"), plan_of(["5", "10"]), [SPEC])
+        confirmatory_claims(confirmatory_config(policy="random"), plan_of(["5", "10"]), [DIM_CLAIM])
 
 
 def test_the_readme_summary_gives_the_verdict_per_policy_without_counting_it():
@@ -170,10 +170,10 @@ def test_the_comparisons_table_lists_every_comparison_of_every_source():
     powered = {"looks": [20, 40, 160], "comparisons": [record("eps 3→5", "eps", (0.7, 0.9), HOLDS, 20, look=0),
                                                        record("opt 3→5", "opt", (0.34, 0.55), INCONCLUSIVE, 160, None)]}
     confirmatory = {"dim__opt": {"looks": [217], "comparisons": [record("opt 3→5", "opt", (0.40, 0.49), FAILS, 217)]}}
-    table = comparisons_table([SPEC], {"synthetic_dim": runs}, {"ordered": 0.15}, {"dim": powered}, confirmatory)
+    table = comparisons_table([DIM_CLAIM], {"synthetic_dim": runs}, {"ordered": 0.15}, {"dim": powered}, confirmatory)
     figures = table[table["source"] == "figures"]
     # both comparisons, not only the decisive one: the claim's verdict combines them
-    assert [(c.key, c.verdict, c.n) for c in check_claim(runs, SPEC, margin=0.15).comparisons] == \
+    assert [(c.key, c.verdict, c.n) for c in check_claim(runs, DIM_CLAIM, margin=0.15).comparisons] == \
         list(zip(figures["comparison"], figures["verdict"], figures["n"]))
     assert list(figures["policies"]) == ["eps", "opt"] and len(figures) == 2
     powered_rows = table[table["source"] == "powered"].set_index("comparison")

@@ -66,7 +66,7 @@ def sparse_pool(dim, n_servers, seed, ones=1):
 
 
 def spec_width(params, dim, n_servers, n, bound):
-    """β_k of SPEC §2, written out."""
+    """β_k of docs/model.md#the-confidence-widths-and-the-index, written out."""
     return (params.kappa / 2) * math.sqrt(2 * dim * math.log(1 + n / (params.kappa * params.reg * dim))
                                           + math.log(n_servers / params.delta)) \
         + params.kappa * bound * math.sqrt(params.reg) / 2
@@ -134,7 +134,7 @@ def test_the_estimator_after_every_update_against_numpy_from_scratch(dim, ones, 
             np.testing.assert_allclose(est.inverses[server, 1], np.linalg.inv(hessian), rtol=1e-9, atol=1e-12)
             np.testing.assert_allclose(mle, before["mle"][server] - (prob - y) * np.linalg.solve(hessian, x),
                                        rtol=1e-9, atol=1e-12)
-        # β_k of the SPEC at the new count
+        # β_k of the paper's §5 (docs/model.md) at the new count
         assert est.widths[server] == pytest.approx(spec_width(params, dim, K, n, bounds[server]), rel=1e-13)
         np.testing.assert_allclose(est.widths, confidence_width(params, dim, K, est.counts), rtol=1e-13)
         # θ_k: θ̂_k inside the ball, else its projection

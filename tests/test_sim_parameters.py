@@ -73,7 +73,8 @@ def test_a_non_integer_tau_given_to_the_dataclass_directly_is_refused():
 
 def test_the_estimator_reads_every_field_by_name():
     """The core takes the resolved dataclass itself: each field lands where
-    SPEC §2 puts it (a field read under another name would show here)."""
+    docs/model.md#the-per-server-logistic-estimator puts it (a field read
+    under another name would show here)."""
     from cqb.policies import EstimatorParams
 
     values = dict(reg=0.5, kappa=3.0, delta=0.02, norm_bound=2.0, projection="euclidean", design_reg="plain",
@@ -126,7 +127,7 @@ POOL_PARAMS = {"cqb_eps": {"tau": 50}, "cqb_eta2": {"tau": 50, "eta": 0.05, "cut
 
 
 def beta(kappa, reg, dim, n_servers, delta, bound, n_samples):
-    """β = (κ/2)√(2d log(1 + N/(κλ₀d)) + log(K/δ)) + κS√λ₀/2 (SPEC §2)."""
+    """β = (κ/2)√(2d log(1 + N/(κλ₀d)) + log(K/δ)) + κS√λ₀/2 (the paper's §5)."""
     return (kappa / 2) * math.sqrt(2 * dim * math.log(1 + n_samples / (kappa * reg * dim))
                                    + math.log(n_servers / delta)) + kappa * bound * math.sqrt(reg) / 2
 

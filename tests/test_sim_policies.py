@@ -1,6 +1,6 @@
 """Direct tests of the learning core against formulas written anew here.
 
-Each policy's decision is compared with the decision its formula in SPEC §2–§3
+Each policy's decision is compared with the decision its formula in docs/model.md (the paper's §5–§6)
 implies, computed in the test from the estimator's data (V_k rebuilt from the
 served contexts and inverted by numpy, β_k from the formula below), or, for
 the randomised rules, from an identically seeded generator or from the law of
@@ -25,7 +25,7 @@ from reference_math import fit_logistic
 
 
 def spec_beta(kappa, reg, dim, n_servers, delta, norm_bound, n_samples):
-    """β_k = (κ/2)√(2d log(1 + N_k/(κλ₀d)) + log(K/δ)) + κS√λ₀/2 (SPEC §2)."""
+    """β_k = (κ/2)√(2d log(1 + N_k/(κλ₀d)) + log(K/δ)) + κS√λ₀/2 (the paper's §5)."""
     return (kappa / 2) * math.sqrt(2 * dim * math.log(1 + n_samples / (kappa * reg * dim))
                                    + math.log(n_servers / delta)) + kappa * norm_bound * math.sqrt(reg) / 2
 
@@ -35,7 +35,7 @@ def sigmoid(z):
 
 
 def spec_index(estimator, params, contexts):
-    """(means, bonuses) of SPEC §2 for every row of ``contexts`` and server,
+    """(means, bonuses) of docs/model.md#the-confidence-widths-and-the-index for every row of ``contexts`` and server,
     from the estimator's data: V_k = ridge·I + Σ x xᵀ inverted here, β_k from
     spec_beta with the policy's resolved parameters."""
     ridge = params.kappa * params.reg if params.design_reg == "kappa" else params.reg
@@ -55,7 +55,7 @@ def spec_index(estimator, params, contexts):
 
 class IndexChecker:
     """Wraps a CQB policy; at every UCB decision checks that the chosen pair
-    maximises the SPEC index (to rounding) and counts the rounds where the
+    maximises the index of docs/model.md (to rounding) and counts the rounds where the
     bonus changed the decision."""
 
     def __init__(self, inner, params, contexts):

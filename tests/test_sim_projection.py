@@ -109,18 +109,18 @@ def _capped_estimator(monkeypatch, max_iter):
     monkeypatch.setattr(optimistic, "LogisticEstimator", capped)
 
 
-SPEC = {"kind": "synthetic", "n_servers": 2, "dim": 3, "arrival_rate": 0.7, "slack": 0.1}
+INSTANCE = {"kind": "synthetic", "n_servers": 2, "dim": 3, "arrival_rate": 0.7, "slack": 0.1}
 PARAMS = {"norm_bound": 0.3}  # a small ball: the projection runs on most updates
 
 
 def test_a_run_counts_its_unconverged_projections_and_the_report_names_their_seeds(monkeypatch, tmp_path):
     runs = {}
     for seed in (0, 1):
-        runs[seed] = simulate(SPEC, "cqb_opt", PARAMS, 300, seed)
+        runs[seed] = simulate(INSTANCE, "cqb_opt", PARAMS, 300, seed)
         assert runs[seed].metadata["projections"] > 10
         assert runs[seed].metadata["projection_unconverged"] == 0  # uncapped: every solve certified
     _capped_estimator(monkeypatch, 1)
-    capped = simulate(SPEC, "cqb_opt", PARAMS, 300, 2)
+    capped = simulate(INSTANCE, "cqb_opt", PARAMS, 300, 2)
     assert 0 < capped.metadata["projection_unconverged"] <= capped.metadata["projections"]
     runs[2] = capped
     files = []

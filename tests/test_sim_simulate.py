@@ -262,7 +262,7 @@ def test_pool_file_holding_pickled_objects_is_not_unpickled(tmp_path):
 
 
 def test_raw_contexts_are_uniform_cube_draws_scaled_to_unit_norm():
-    """SPEC §4: u ~ U(−1, 1)^d scaled to norm 1: symmetric about 0 in every coordinate."""
+    """docs/model.md#synthetic-instances: u ~ U(−1, 1)^d scaled to norm 1: symmetric about 0 in every coordinate."""
     from cqb.sim.instances import _unit_rows
 
     rows = _unit_rows(20000, 3, np.random.default_rng(0))

@@ -1,4 +1,4 @@
-# Real datasets (SPEC §4 "Real data", docs/data.md): fetch -> preprocess -> pool instance.
+# Real datasets (docs/model.md#real-data-pools, docs/data.md): fetch -> preprocess -> pool instance.
 #
 # Final outputs: data/processed/{dataset}/instance.npz and report.json,
 # dataset in DATA_DATASETS. Heart Disease and Coupon (DATA_TABULAR) share one download rule

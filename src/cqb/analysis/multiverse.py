@@ -3,7 +3,7 @@ alternative of the reconstruction's open choices, one at a time.
 
 The design is config ``multiverse`` (docs/figures.md, "Figure 8"): the
 claims (their primary readings), the *alternatives* (each one value of one
-[choice] of ../shared/paper/SPEC.md, docs/reconstruction.md), a fixed number
+open choice of docs/reconstruction.md), a fixed number
 of fresh seeds and a level, all registered before any of its runs. A *cell*
 is (claim, alternative): the claim's experiment at the multiverse's seeds,
 every run set the claim reads (:func:`cqb.analysis.powered.claim_units`)

@@ -1,4 +1,4 @@
-"""Turn the raw datasets into feature matrices and labels (SPEC §4, "Real data").
+"""Turn the raw datasets into feature matrices and labels (docs/model.md#real-data-pools).
 
 Each `preprocess_*` function returns a `Processed` (features X float64,
 labels y int64, a JSON-ready report). The readers (`read_*`) are separate so

@@ -1,4 +1,4 @@
-"""Semi-synthetic instances from a labelled feature pool (SPEC §4, "Real data", default reading).
+"""Semi-synthetic instances from a labelled feature pool (docs/model.md#real-data-pools).
 
 Servers are the class labels. θ*_k is the coefficient vector of a
 no-intercept logistic regression of 1{y = k} on the features, after scaling

@@ -23,7 +23,7 @@ from ._projection import PROJECTION_MAX_ITER  # a Python constant, in both modes
 
 @cython.cclass
 class Estimator:
-    """The K per-server estimators of one CQB policy (SPEC §2).
+    """The K per-server estimators of one CQB policy (docs/model.md#the-per-server-logistic-estimator).
 
     The MLE is refitted exactly (warm-started Newton on the server's data)
     whenever the server's sample count has grown by the factor

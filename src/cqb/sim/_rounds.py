@@ -1,4 +1,4 @@
-"""The round loop of SPEC §1 (:func:`play_rounds`: the queue, the lazy heap
+"""The round loop of docs/model.md#the-queue-and-its-rounds (:func:`play_rounds`: the queue, the lazy heap
 of the best waiting mean for the gap, the service coins and the arrivals), the
 only implementation of the queue dynamics that a policy runs through, and the
 oracle's queue lengths by the same heap."""
@@ -79,7 +79,7 @@ def loop_inputs(arrivals, service, means, means_name: str):
 
 
 def play_rounds(chooser: Chooser, arrivals, service, true_means):
-    """SPEC §1's round loop for one policy on a trace: Q(t) before the
+    """The round loop for one policy on a trace (docs/model.md#the-queue-and-its-rounds): Q(t) before the
     decision; with a queue, the chooser's pair, the gap to the best waiting
     job's mean (a max-heap of the queued jobs' best true means, departed jobs
     dropped when they reach the top), the service coin U₂(t) ≤ μ of the pair,

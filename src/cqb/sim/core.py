@@ -4,11 +4,11 @@
 
 * ``_algebra``: small dense algebra (μ, dot products, Cholesky, the Newton pass);
 * ``_projection``: Filippi's projection onto the ball ‖θ‖ ≤ S;
-* ``_estimator``: the K per-server regularised logistic MLEs of SPEC §2;
+* ``_estimator``: the K per-server regularised logistic MLEs (docs/model.md#the-per-server-logistic-estimator);
 * ``_scorer``: the cached μ(xᵀθ_k), bonuses and UCB index of queued jobs;
 * ``_choosers``: the policies' per-round decisions, and PolicyChooser, which
   calls a plugin policy's Python methods;
-* ``_rounds``: the round loop of SPEC §1, the only implementation of the queue
+* ``_rounds``: the round loop (docs/model.md#the-queue-and-its-rounds), the only implementation of the queue
   dynamics that a policy runs through;
 * ``_sampler``: the rejection sampler's draws and acceptance screen.
 

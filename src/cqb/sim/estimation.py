@@ -1,4 +1,4 @@
-"""Per-server regularised logistic MLE with the confidence bonus of SPEC §2.
+"""Per-server regularised logistic MLE with the confidence bonus of the paper's §5 (docs/model.md).
 
 Every server k keeps its own data (x_i, D(i)), the MLE θ̂_k (warm-started
 Newton refits on a geometric schedule, one online Newton step in between),

@@ -202,7 +202,7 @@ def synthetic_instance(
     acceptance_probe: int = 20000,
     max_redraws: int = 200,
 ) -> Instance:
-    """SPEC §4 synthetic instance; θ* is redrawn while fewer than
+    """A synthetic instance (docs/model.md#synthetic-instances); θ* is redrawn while fewer than
     ``min_accept_rate`` of raw contexts satisfy the slack."""
     check_positive_int("n_servers", n_servers)
     check_positive_int("dim", dim)

@@ -1,4 +1,4 @@
-"""The round loop of SPEC §1, with common random numbers.
+"""The round loop of docs/model.md#the-queue-and-its-rounds, with common random numbers.
 
 Round t: the policy sees the queue, picks a (job, server) pair, the job
 departs iff the service uniform U₂(t) ≤ μ(xᵀθ*_k); then a job arrives iff the
