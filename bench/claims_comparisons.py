@@ -1,7 +1,7 @@
 """The comparisons table (figures/claims_comparisons.tsv) of a result tree made
 before the pipeline wrote one, so that `cqb compare --old-comparisons` has an
 old side: the claims of the tree's config, on its run tables, powered and
-confirmatory states, by today's cqb.analysis.claims.comparisons_table.
+confirmatory states, by today's cqb.analysis.claims.tables.comparisons_table.
 
     python -m bench.claims_comparisons TREE --out old_comparisons.tsv [--configfile FILE]
 
@@ -26,7 +26,7 @@ import yaml
 def tree_config(tree: Path, configfile: Path | None) -> dict:
     """The tree's config as its Snakefile reads it: config.yaml, a --configfile
     on top, the real-data settings, validated with the defaults filled in."""
-    from cqb.pipeline.config_schema import validate_config, validate_with_defaults
+    from cqb.config.schema import validate_config, validate_with_defaults
     from snakemake.utils import update_config
 
     config = yaml.safe_load((tree / "config/config.yaml").read_text())
@@ -45,13 +45,13 @@ def tree_config(tree: Path, configfile: Path | None) -> dict:
 def tree_comparisons(tree: Path, configfile: Path | None = None) -> tuple[pd.DataFrame, list[str]]:
     """(the comparisons table, claims whose figures comparisons do not combine
     to the verdict of the tree's claims.tsv)."""
-    from cqb.analysis.claims import comparisons_table
-    from cqb.analysis.powered import powered_claims
+    from cqb.analysis.claims.tables import comparisons_table
+    from cqb.analysis.powered_reading import powered_claims
     from cqb.analysis.summaries import read_runs_table
     from cqb.analysis.verdict_rules import combine
-    from cqb.pipeline.confirmatory import confirmatory_claims
-    from cqb.pipeline.experiments import build_plan
-    from cqb.pipeline.verdicts import claim_experiments, claim_specs
+    from cqb.studies.confirmatory import confirmatory_claims
+    from cqb.config.experiments import build_plan
+    from cqb.studies.claim_specs import claim_experiments, claim_specs
 
     config = tree_config(tree, configfile)
     plan = build_plan(config)

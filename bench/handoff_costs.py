@@ -46,7 +46,7 @@ import time
 from pathlib import Path
 
 from cqb.jobs import client as run_client
-from cqb.pipeline.results import children_cpu
+from cqb.publishing.timing import children_cpu
 
 from . import trees
 

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from cqb.cli import main as cqb_main, pin_blas_to_one_thread
-from cqb.pipeline.experiments import BASE_INSTANCE
+from cqb.config.experiments import BASE_INSTANCE
 
 from . import trees
 

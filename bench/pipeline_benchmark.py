@@ -44,8 +44,8 @@ from pathlib import Path
 
 import yaml
 
-from cqb.pipeline.experiments import BASE_INSTANCE
-from cqb.pipeline.results import SNAKEMAKE_LAUNCHER
+from cqb.config.experiments import BASE_INSTANCE
+from cqb.publishing.timing import SNAKEMAKE_LAUNCHER
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 

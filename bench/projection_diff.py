@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from cqb.cli import BLAS_THREAD_VARIABLES
-from cqb.pipeline.experiments import BASE_INSTANCE
+from cqb.config.experiments import BASE_INSTANCE
 
 from . import trees
 from .sim_speed import seed_range

@@ -23,11 +23,11 @@ from pathlib import Path
 
 import yaml
 
-from cqb.analysis.powered import look_counts, run_files
-from cqb.pipeline.config_schema import validate_config
-from cqb.pipeline.experiments import build_plan
-from cqb.pipeline.replication import replication_claims
-from cqb.pipeline.verdicts import claim_specs
+from cqb.analysis.powered_reading import look_counts, run_files
+from cqb.config.schema import validate_config
+from cqb.config.experiments import build_plan
+from cqb.studies.replication import replication_claims
+from cqb.studies.claim_specs import claim_specs
 from cqb.sim.simulate import simulate
 
 

@@ -38,7 +38,7 @@ import sys
 from pathlib import Path
 
 from cqb.cli import BLAS_THREAD_VARIABLES
-from cqb.pipeline.experiments import BASE_INSTANCE
+from cqb.config.experiments import BASE_INSTANCE
 from cqb.policies import builtin_policies
 
 from . import trees

@@ -20,8 +20,8 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from cqb.pipeline.config_schema import validate_config
-from cqb.pipeline.experiments import build_plan
+from cqb.config.schema import validate_config
+from cqb.config.experiments import build_plan
 from .pipeline_benchmark import other_rules_cpu, simulation_cpu
 
 

@@ -60,7 +60,7 @@ def startup_times(sources: dict[str, Path], runs: int = 20, out_dir: Path | None
     last source is timed a second time as a job the server forks (label
     FORKED; its CPU is the job's process plus the forked run's own)."""
     from cqb.jobs.client import OWN_CPU, RUN_SERVER_VARIABLE
-    from cqb.pipeline.results import children_cpu
+    from cqb.publishing.timing import children_cpu
 
     labels = list(sources) + ([FORKED] if server_socket else [])
     times = {label: {"process": [], "cpu": [], "loop_start": []} for label in labels}

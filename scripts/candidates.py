@@ -1,5 +1,5 @@
 """Snakemake script of rule `candidates`: the candidate benchmark's leaderboard,
-claims and figure (cqb.pipeline.candidates), from the paper policies' per-run summaries
+claims and figure (cqb.studies.candidates), from the paper policies' per-run summaries
 and the candidates' run files."""
 
 import pandas as pd
@@ -8,9 +8,9 @@ from cqb import __version__
 from cqb.analysis.aggregate import write_table
 from cqb.io.files import atomic_write_text
 from cqb.figures.candidates_plot import plot_leaderboard
-from cqb.pipeline.candidates import candidate_claims, leaderboard, policy_source, summary_markdown
+from cqb.studies.candidates import candidate_claims, leaderboard, policy_source, summary_markdown
 from cqb.sim.code_hash import simulation_code_hash
-from cqb.pipeline.results import provenance, provenance_line
+from cqb.publishing.provenance import provenance, provenance_line
 from cqb.analysis.summaries import SummarySettings, read_runs_table, summarise_curves
 
 

@@ -7,12 +7,15 @@ import pandas as pd
 
 from cqb import __version__
 from cqb.analysis.aggregate import write_table
-from cqb.analysis.claim_lines import claims_design, design_of
-from cqb.analysis.claims import (HOLDS, FAILS, READINGS_HEADER, claims_markdown, claims_readings, comparisons_table,
-                                 evaluate_claims, per_policy_table, readings_markdown, with_marks, with_powered)
+from cqb.analysis.claims.lines import claims_design, design_of
+from cqb.analysis.verdict_rules import HOLDS, FAILS
+from cqb.analysis.claims.tables import (READINGS_HEADER, claims_markdown, claims_readings, comparisons_table,
+                                        evaluate_claims, per_policy_table, readings_markdown, with_marks,
+                                        with_powered)
 from cqb.sim.code_hash import simulation_code_hash
 from cqb.io.files import atomic_write_text
-from cqb.pipeline.results import markdown_table, pool_checksums, provenance, provenance_line, results_summary
+from cqb.publishing.markdown_tables import markdown_table, results_summary
+from cqb.publishing.provenance import pool_checksums, provenance, provenance_line
 from cqb.analysis.summaries import instance_statistics, read_curves_table, read_runs_table
 from cqb.analysis.tuning import mismatches
 

@@ -12,7 +12,7 @@ from cqb.io.files import atomic_write_text
 from cqb.analysis.sensitivity import load_report, render_summary, sensitivity_table
 from cqb.analysis.summaries import read_runs_table
 from cqb.figures.sensitivity_plot import plot_grid
-from cqb.io.files import atomic_write
+from cqb.sim.runfile import atomic_write
 
 smk = snakemake  # noqa: F821 (injected by Snakemake)
 logging.basicConfig(filename=smk.log[0], level=logging.INFO, format="%(asctime)s %(message)s")

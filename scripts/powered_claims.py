@@ -1,5 +1,5 @@
 """Snakemake script of rule `powered_claims`: one row per powered claim from
-its last look (cqb.analysis.powered.powered_row), and every registered reading of it
+its last look (cqb.analysis.powered_reading.powered_row), and every registered reading of it
 on the runs of that look."""
 
 import json
@@ -7,8 +7,8 @@ import json
 import pandas as pd
 
 from cqb.analysis.aggregate import write_table
-from cqb.analysis.claims import READING_COLUMNS
-from cqb.analysis.powered import POWERED_COLUMNS, powered_row
+from cqb.analysis.claims.tables import READING_COLUMNS
+from cqb.analysis.powered_reading import POWERED_COLUMNS, powered_row
 
 
 def main(smk):

@@ -1,11 +1,11 @@
 """Snakemake script of checkpoint `powered_look`: one look of the powered
-reading of one claim (cqb.analysis.powered.evaluate_look) on the run files it reads."""
+reading of one claim (cqb.analysis.powered_reading.evaluate_look) on the run files it reads."""
 
 import json
 from dataclasses import replace
 
 from cqb.io.files import atomic_write_text
-from cqb.analysis.powered import look_counts, run_files
+from cqb.analysis.powered_reading import look_counts, run_files
 from cqb.analysis.summaries import SummarySettings, summarise_curves
 
 
@@ -23,7 +23,7 @@ def main(smk):
                 curve = by_unit[unit]
                 curves.append(replace(curve, seeds=(), files=tuple(paths)))  # seeds from the files
         runs = summarise_curves(curves, SummarySettings(**smk.params.summaries))
-        from cqb.analysis.powered import evaluate_look
+        from cqb.analysis.powered_reading import evaluate_look
 
         state = evaluate_look(claim, look, runs, previous)
         atomic_write_text(smk.output.state, json.dumps(state, indent=1, sort_keys=True) + "\n")

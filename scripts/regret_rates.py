@@ -6,7 +6,7 @@ import pandas as pd
 
 from cqb.analysis.aggregate import write_table
 from cqb.analysis.rates import rate_run_rows, rate_tables, read_rate_runs
-from cqb.analysis.rates_power import resolution_costs
+from cqb.analysis.slope_precision import resolution_costs
 from cqb.analysis.summaries import SummarySettings
 
 

@@ -1,11 +1,11 @@
 """Snakemake script of rule `replication_table`: each registered verdict
-against its replication (cqb.pipeline.replication.replication_table)."""
+against its replication (cqb.studies.replication.replication_table)."""
 
 import json
 from pathlib import Path
 
 from cqb.analysis.aggregate import write_table
-from cqb.pipeline.replication import replication_table
+from cqb.studies.replication import replication_table
 
 
 def main(smk):

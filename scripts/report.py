@@ -1,4 +1,4 @@
-"""Snakemake script of rule `report_html`: the replication report (cqb.pipeline.report)."""
+"""Snakemake script of rule `report_html`: the replication report (cqb.publishing.report)."""
 
 import json
 from pathlib import Path
@@ -6,8 +6,9 @@ from pathlib import Path
 import pandas as pd
 
 from cqb.io.files import atomic_write_text
-from cqb.pipeline.report import read_claims, read_multiverse_marks, report_html
-from cqb.pipeline.results import provenance_line, readme_summary
+from cqb.publishing.report import read_claims, read_multiverse_marks, report_html
+from cqb.publishing.provenance import provenance_line
+from cqb.publishing.published_results import readme_summary
 
 
 def main(smk):

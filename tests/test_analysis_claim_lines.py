@@ -1,4 +1,4 @@
-"""Each claim's line (cqb.analysis.claim_lines, cqb.pipeline.claims_summary):
+"""Each claim's line (cqb.analysis.claims.lines, cqb.publishing.claims_summary):
 the replication column from the replication study's table, the interval a
 verdict used with its level, the per-comparison words, and the published
 claims outputs rebuilt from the published tables equal to the committed ones."""
@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from conftest import REPO
-from cqb.analysis.claim_lines import (NOT_REGISTERED, comparison_words, headline_counts, read_replication,
+from cqb.analysis.claims.lines import (NOT_REGISTERED, comparison_words, headline_counts, read_replication,
                                       replication_text, verdict_interval)
 from cqb.analysis.summaries import binomial_interval
 from cqb.analysis.verdict_rules import FAILS, HOLDS, INCONCLUSIVE
@@ -46,7 +46,7 @@ def test_the_replication_column_reads_the_study_and_says_not_registered_without_
 
 
 def test_the_readme_table_renders_the_replication_column(replication):
-    from cqb.pipeline.report import claims_summary_markdown
+    from cqb.publishing.claims_summary import claims_summary_markdown
 
     claims = pd.DataFrame([{"claim": c, "figure": "fig2", "statement": s, "statistic": "x", "value": 0.6,
                             "ci_low": 0.55, "ci_high": 0.7, "verdict": HOLDS, "n_seeds": 10, "mark": "robust",
@@ -82,7 +82,7 @@ def test_rebuilding_the_published_claims_outputs_from_their_tables_changes_nothi
     writes every derived file byte for byte as committed: the committed marks,
     lines, README block and report follow from the tables by today's rules."""
     from cqb.figures.multiverse_plot import redraw_published
-    from cqb.pipeline.republish import rebuild
+    from cqb.publishing.republish import rebuild
 
     for part in ("config", "workflow/schemas", "workflow/report", "docs/results"):
         shutil.copytree(REPO / part, tmp_path / part)

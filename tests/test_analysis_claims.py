@@ -8,8 +8,10 @@ import pytest
 from scipy import stats
 
 from cqb.analysis.aggregate import write_table
-from cqb.analysis.claims import (FAILS, HOLDS, INCONCLUSIVE, ClaimSpec, bootstrap_mean_interval,
-                        claims_markdown, evaluate_claims)
+from cqb.analysis.verdict_rules import FAILS, HOLDS, INCONCLUSIVE
+from cqb.analysis.claims.registry import ClaimSpec
+from cqb.analysis.claims.statistics import bootstrap_mean_interval
+from cqb.analysis.claims.tables import claims_markdown, evaluate_claims
 from cqb.analysis.summaries import (SummarySettings, binomial_bounds, binomial_interval, curve_summaries, late_slope,
                            read_runs_table, run_summary, summarise_curves)
 from conftest import curve_of, fabricate_run

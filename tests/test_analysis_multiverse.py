@@ -14,15 +14,17 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cqb.analysis.claims import FAILS, HOLDS, INCONCLUSIVE, TIE, ClaimSpec, check_claim
+from cqb.analysis.verdict_rules import FAILS, HOLDS, INCONCLUSIVE, TIE
+from cqb.analysis.claims.registry import ClaimSpec
+from cqb.analysis.claims.kinds import check_claim
 from cqb.analysis.multiverse import (CHOICE_DEPENDENT, DEFAULT, NO_CELL, ROBUST, UNDECIDED, Alternative, claim_mark,
                                      claim_marks, evaluate_cells, mark_text, render_markdown, run_curve)
-from cqb.pipeline.experiments import instance_id
-from cqb.pipeline.multiverse_plan import multiverse_design, multiverse_runs
-from cqb.analysis.powered import powered_claims, powered_seeds
-from cqb.pipeline.config_schema import validate_config, validate_with_defaults
-from cqb.pipeline.experiments import build_plan
-from cqb.pipeline.verdicts import claim_specs, evaluation_seeds, retired_seeds, tuning_setup
+from cqb.config.experiments import instance_id
+from cqb.studies.multiverse_plan import multiverse_design, multiverse_runs
+from cqb.analysis.powered_reading import powered_claims, powered_seeds
+from cqb.config.schema import validate_config, validate_with_defaults
+from cqb.config.experiments import build_plan
+from cqb.studies.claim_specs import claim_specs, evaluation_seeds, retired_seeds, tuning_setup
 
 REPO = Path(__file__).resolve().parent.parent
 RUN_FILE = "runs/{instance_id}/T{horizon}/{policy}/seed{seed}.npz"
@@ -217,7 +219,7 @@ def test_cell_files_point_at_the_alternatives_runs_under_the_default_label():
 
 
 def test_readme_table_carries_the_multiverse_mark_beside_the_readings_mark():
-    from cqb.pipeline.report import claims_summary_markdown
+    from cqb.publishing.claims_summary import claims_summary_markdown
 
     claims = pd.DataFrame([{"claim": "c1", "figure": "fig2", "statement": "Claim one", "statistic": "s",
                             "value": 1.0, "ci_low": 0.5, "ci_high": 1.5, "verdict": HOLDS, "n_seeds": 10,

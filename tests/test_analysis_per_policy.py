@@ -1,6 +1,6 @@
-"""Per-policy readings of a claim (cqb.analysis.claims.per_policy_rows), the
-confirmatory study's claims from the config (cqb.pipeline.confirmatory) and
-their rows in the README's summary (cqb.pipeline.report)."""
+"""Per-policy readings of a claim (cqb.analysis.claims.tables.per_policy_rows), the
+confirmatory study's claims from the config (cqb.studies.confirmatory) and
+their rows in the README's summary (cqb.publishing.report)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,12 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from cqb.analysis.claims import (FAILS, HOLDS, INCONCLUSIVE, TIE, ClaimSpec, per_policy_rows, per_policy_table)
+from cqb.analysis.verdict_rules import FAILS, HOLDS, INCONCLUSIVE, TIE
+from cqb.analysis.claims.registry import ClaimSpec
+from cqb.analysis.claims.tables import per_policy_rows, per_policy_table
 from cqb.analysis.summaries import binomial_interval
 from cqb.errors import ConfigError
-from cqb.pipeline.confirmatory import confirmatory_claims, confirmatory_seeds
+from cqb.studies.confirmatory import confirmatory_claims, confirmatory_seeds
 
 
 def ordered_runs(times: dict) -> pd.DataFrame:
@@ -88,7 +90,7 @@ def test_a_confirmatory_claim_is_one_look_on_its_policy_and_fresh_seeds():
 
 
 def test_the_readme_summary_gives_the_verdict_per_policy_without_counting_it():
-    from cqb.pipeline.report import claims_summary_markdown
+    from cqb.publishing.claims_summary import claims_summary_markdown
 
     claims = pd.DataFrame([{"claim": "dim", "figure": "fig3", "statement": "Larger d converges slower",
                             "statistic": "s", "value": 0.44, "ci_low": 0.34, "ci_high": 0.55,
@@ -110,7 +112,7 @@ def test_the_readme_summary_gives_the_verdict_per_policy_without_counting_it():
 
 
 def test_a_claim_whose_policies_decide_differently_is_policy_dependent_and_says_what_each_comparison_showed():
-    from cqb.pipeline.report import claims_summary_markdown
+    from cqb.publishing.claims_summary import claims_summary_markdown
 
     claims = pd.DataFrame([{"claim": "dim", "figure": "fig3", "statement": "Larger d converges slower",
                             "statistic": "s", "value": 0.44, "ci_low": 0.34, "ci_high": 0.55,
@@ -140,7 +142,7 @@ def test_a_claim_whose_policies_decide_differently_is_policy_dependent_and_says_
 
 
 def test_the_readme_says_why_a_claim_stays_undecided_at_its_cap():
-    from cqb.pipeline.report import claims_summary_markdown
+    from cqb.publishing.claims_summary import claims_summary_markdown
 
     claims = pd.DataFrame([{"claim": "dim", "figure": "fig3", "statement": "Larger d converges slower (deteriorates)",
                             "statistic": "s", "value": 0.44, "ci_low": 0.34, "ci_high": 0.55,
@@ -163,7 +165,8 @@ def test_the_readme_says_why_a_claim_stays_undecided_at_its_cap():
 
 
 def test_the_comparisons_table_lists_every_comparison_of_every_source():
-    from cqb.analysis.claims import check_claim, comparisons_table
+    from cqb.analysis.claims.kinds import check_claim
+    from cqb.analysis.claims.tables import comparisons_table
 
     runs = ordered_runs({("eps", "3"): [1] * 20, ("eps", "5"): list(range(10, 30)), ("opt", "3"): [5] * 20,
                          ("opt", "5"): [4, 6] * 10})

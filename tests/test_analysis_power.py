@@ -1,4 +1,4 @@
-"""The confirmatory study's power analysis (cqb.analysis.power): the exact
+"""The confirmatory study's power analysis (cqb.analysis.sample_size): the exact
 power of a sign-test comparison under the two-level verdict rule, checked
 against simulating the rule; the sample size search; and the registration
 (config.yaml's confirmatory block) against the analysis's output."""
@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from conftest import REPO
-from cqb.analysis.power import Effect, claim_power, comparison_power, correct_verdicts, sample_size
+from cqb.analysis.sample_size import Effect, claim_power, comparison_power, correct_verdicts, sample_size
 from cqb.analysis.summaries import binomial_bounds
 from cqb.analysis.verdict_rules import FAILS, HOLDS, TIE, comparison_verdicts, procedure_levels
 
@@ -88,7 +88,7 @@ def test_same_to_rounding_tells_a_changed_count_from_a_last_bit():
 
 
 def test_the_registration_is_the_power_analysis_output():
-    from cqb.pipeline.confirmatory import POWER_FILE, registered_analysis
+    from cqb.studies.confirmatory import POWER_FILE, registered_analysis
 
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     analyses = registered_analysis(config)
@@ -126,7 +126,7 @@ def test_the_confirmatory_power_on_todays_core_is_the_generated_file():
     # the registered N's power at the effects today's published powered reading reports at the cap
     # (the pilot's counts came from the core the study was registered on), and the per-policy
     # verdicts' combined error, the union bound over the powered design's α and the study's
-    from cqb.pipeline.confirmatory import CURRENT_FILE, current_analysis
+    from cqb.studies.confirmatory import CURRENT_FILE, current_analysis
 
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     current = current_analysis(config, REPO)
@@ -141,7 +141,7 @@ def test_the_confirmatory_power_on_todays_core_is_the_generated_file():
 def _counted_power_from_scratch(p, max_counted, alpha, margin, comparisons, threshold=0.5, upward=True):
     """counted_power as written before its tables: each call's own bounds, no cache (the grid of
     (c, k) pairs it sums over is the same function's)."""
-    from cqb.analysis.power import moved_grid
+    from cqb.analysis.sample_size import moved_grid
 
     confidence, fail_confidence = procedure_levels(alpha, 1, comparisons)
     c, k = moved_grid(p, max_counted)
@@ -159,7 +159,7 @@ def test_the_cached_power_tables_equal_a_computation_from_scratch_on_every_call(
     same level, other shares and sizes, another direction and threshold), and
     comparison_power's pmf in one call against one per N; a caller that writes
     into the returned array does not change the next call's."""
-    from cqb.analysis.power import counted_power
+    from cqb.analysis.sample_size import counted_power
 
     calls = [(Effect("a", 30, 50, 60), 120, 0.05, 0.15, 2, None, 0.5, True),
              (Effect("b", 12, 40, 50), 80, 0.05, 0.15, 2, None, 0.5, True),  # the same levels, another share
@@ -185,7 +185,7 @@ def test_the_cached_power_tables_equal_a_computation_from_scratch_on_every_call(
 def test_the_mean_powers_quantiles_in_one_call_are_those_of_one_call_per_size():
     """mean_power reads every N's t quantiles from one call; each power equals
     the one computed alone, bit for bit."""
-    from cqb.analysis.power import mean_power
+    from cqb.analysis.sample_size import mean_power
 
     seeds = [2, 5, 30, 31, 400]
     together = mean_power(0.02, 0.1, seeds, 0.05, 0.01, 4)

@@ -5,12 +5,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from cqb.analysis.claims import (FAILS, HOLDS, INCONCLUSIVE, TIE, ClaimSpec, binomial_interval, bootstrap_mean_interval, mean_interval,
-                        combine, interval_verdict)
+from cqb.analysis.verdict_rules import FAILS, HOLDS, INCONCLUSIVE, TIE, combine, interval_verdict
+from cqb.analysis.claims.registry import ClaimSpec
+from cqb.analysis.summaries import binomial_interval
+from cqb.analysis.claims.statistics import bootstrap_mean_interval, mean_interval
 from cqb.errors import ConfigError
-from cqb.analysis.powered import PoweredClaim, evaluate_look, look_counts, powered_row, unit_key
+from cqb.analysis.powered_reading import PoweredClaim, evaluate_look, look_counts, powered_row, unit_key
 from cqb.analysis.tuning import contenders, stage2_choices, tuning_table
-from cqb.pipeline.verdicts import check_seed_uses
+from cqb.studies.claim_specs import check_seed_uses
 
 FIRST = 20000
 
@@ -195,7 +197,7 @@ def test_stage2_picks_the_safe_contender_with_the_lowest_regret():
 
 
 def test_claims_markdown_shows_both_readings_side_by_side():
-    from cqb.analysis.claims import claims_markdown, evaluate_claims, with_powered
+    from cqb.analysis.claims.tables import claims_markdown, evaluate_claims, with_powered
 
     spec = ClaimSpec("best", "a is best", "best", "e", ("a",), metric="mean_regret")
     a = np.zeros(10)

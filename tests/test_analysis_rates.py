@@ -26,7 +26,7 @@ from cqb.analysis.rates import (
     slope_verdict,
     slope_weights,
 )
-from cqb.analysis.rates_power import predicted_half_width, relative_variance, seeds_for_slope_width
+from cqb.analysis.slope_precision import predicted_half_width, relative_variance, seeds_for_slope_width
 from cqb.analysis.summaries import SummarySettings, binomial_interval
 
 HORIZONS = (2000, 5000, 10000, 20000, 50000)
@@ -247,7 +247,7 @@ def test_summary_text_is_generated_from_the_tables():
 
 
 def test_power_table_reports_seeds_cost_and_the_configured_prediction():
-    from cqb.analysis.rates_power import power_table
+    from cqb.analysis.slope_precision import power_table
 
     rng = np.random.default_rng(6)
     rows = []
@@ -572,7 +572,7 @@ def _pilot_runs():
 
 
 def test_power_table_row_by_row():
-    from cqb.analysis.rates_power import power_table, predicted_half_width
+    from cqb.analysis.slope_precision import power_table, predicted_half_width
 
     cost = {100: 1.0, 1000: 3.0}.get
     table = power_table(_pilot_runs(), 0.2, min_seeds=4, configured={"b": {100: 6, 1000: 7, 10000: 8}}, cost=cost)
@@ -592,7 +592,7 @@ def test_power_table_row_by_row():
 
 
 def test_power_table_needs_three_converged_runs_and_a_positive_mean():
-    from cqb.analysis.rates_power import power_table
+    from cqb.analysis.slope_precision import power_table
 
     runs = _pilot_runs()
     runs = runs[~((runs["experiment"] == "b") & (runs["horizon"] == 1000) & (runs["seed"] == 2))]  # two left
@@ -601,7 +601,7 @@ def test_power_table_needs_three_converged_runs_and_a_positive_mean():
 
 
 def test_configured_seeds_and_run_cost():
-    from cqb.analysis.rates_power import configured_seeds, run_cost
+    from cqb.analysis.slope_precision import configured_seeds, run_cost
 
     config = {"experiments": {"e": {"seeds": 10, "seeds_by_horizon": {"2000": 30}, "sweep": {"horizon": [500, 2000]}}}}
     assert configured_seeds(config, ["e"]) == {"e": {500: 10, 2000: 30}}
@@ -610,9 +610,9 @@ def test_configured_seeds_and_run_cost():
 
 
 def test_power_analysis_command_line(tmp_path, capsys):
-    from cqb.analysis.rates_power import main
+    from cqb.analysis.slope_precision import main
 
-    assert main([]) == 2 and "usage: python -m cqb.analysis.rates_power" in capsys.readouterr().err
+    assert main([]) == 2 and "usage: python -m cqb.analysis.slope_precision" in capsys.readouterr().err
     runs = _pilot_runs()
     runs["stalled"] = runs["stalled"].map({True: "True", False: "False"})
     runs.to_csv(tmp_path / "pilot.tsv", sep="\t", index=False)
@@ -625,7 +625,7 @@ def test_power_analysis_command_line(tmp_path, capsys):
 
 
 def test_power_analysis_command_line_without_config_reads_0_1_stall_flags(tmp_path, capsys):
-    from cqb.analysis.rates_power import main
+    from cqb.analysis.slope_precision import main
 
     runs = _pilot_runs()
     runs["stalled"] = runs["stalled"].astype(int)
@@ -636,7 +636,7 @@ def test_power_analysis_command_line_without_config_reads_0_1_stall_flags(tmp_pa
 
 
 def test_documented_defaults_2000_draws_seed_0_half_width_0_15_at_least_10_seeds():
-    from cqb.analysis.rates_power import power_table
+    from cqb.analysis.slope_precision import power_table
 
     rng = np.random.default_rng(9)
     rows = [{"experiment": "e", "policy": "cqb_eps", "horizon": h, "seed": s, "tail_regret": rng.lognormal(-h / 2000, 1),
@@ -654,21 +654,21 @@ def test_documented_defaults_2000_draws_seed_0_half_width_0_15_at_least_10_seeds
 
 
 def test_min_seeds_reaches_the_power_table_and_0_1_flags_reach_relative_variance():
-    from cqb.analysis.rates_power import power_table
+    from cqb.analysis.slope_precision import power_table
 
     assert power_table(_pilot_runs(), 0.2, min_seeds=50)["seeds_needed"].tolist()[0] == "100:50 1000:50"
     assert relative_variance([1.0, 3.0, 100.0], [0, 0, 1]) == pytest.approx(0.5)
 
 
 def test_power_analysis_command_line_reads_sys_argv_when_given_no_list(tmp_path, capsys, monkeypatch):
-    from cqb.analysis.rates_power import main
+    from cqb.analysis.slope_precision import main
 
     runs = _pilot_runs()
     runs.to_csv(tmp_path / "pilot.tsv", sep="\t", index=False)
-    monkeypatch.setattr("sys.argv", ["cqb.analysis.rates_power", str(tmp_path / "pilot.tsv")])
+    monkeypatch.setattr("sys.argv", ["cqb.analysis.slope_precision", str(tmp_path / "pilot.tsv")])
     assert main() == 0
     assert "100:0.02" in capsys.readouterr().out
-    monkeypatch.setattr("sys.argv", ["cqb.analysis.rates_power"])
+    monkeypatch.setattr("sys.argv", ["cqb.analysis.slope_precision"])
     assert main() == 2
 
 

@@ -1,4 +1,4 @@
-"""Figure 5's note on unresolved slopes (cqb.analysis.rates_power.resolution_costs):
+"""Figure 5's note on unresolved slopes (cqb.analysis.slope_precision.resolution_costs):
 the seeds per T for ±0.15 from the runs' own variances, and their cost."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from cqb.analysis.rates import rate_tables
-from cqb.analysis.rates_power import predicted_half_width, resolution_costs
+from cqb.analysis.slope_precision import predicted_half_width, resolution_costs
 
 
 def runs(policy_means, seeds=8, horizons=(1000, 4000, 16000), sd=0.5, seed=0):
@@ -105,7 +105,7 @@ def test_the_summary_counts_the_first_stage_per_panel_and_both_stages_per_policy
 
 
 def test_power_table_predicts_a_second_stage_policy_at_both_stages_seeds():
-    from cqb.analysis.rates_power import configured_seeds, power_table
+    from cqb.analysis.slope_precision import configured_seeds, power_table
 
     config = {"experiments": {"e": {
         "seeds": 10, "seeds_by_horizon": {"1000": 30}, "sweep": {"horizon": [1000, 4000, 16000]},

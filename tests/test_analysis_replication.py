@@ -1,4 +1,4 @@
-"""The replication study (cqb.analysis.replication, cqb.pipeline.replication):
+"""The replication study (cqb.analysis.replication_statistics, cqb.studies.replication):
 the mean comparison's power against simulating the rule, the shrunken
 effect, the result rule, the published tables read back, and the
 registration (config.yaml's replication block) against the analysis's output."""
@@ -15,8 +15,8 @@ import yaml
 
 from conftest import REPO
 from test_analysis_power import _same_to_rounding
-from cqb.analysis.power import mean_power, smallest_size, spread_from_interval
-from cqb.analysis.replication import (CONTRADICTED, NOT_REPLICATED, REPLICATED, Observed, parse_comparison,
+from cqb.analysis.sample_size import mean_power, smallest_size, spread_from_interval
+from cqb.analysis.replication_statistics import (CONTRADICTED, NOT_REPLICATED, REPLICATED, Observed, parse_comparison,
                                       replication_result, shrunken)
 from cqb.analysis.verdict_rules import (BEYOND_MARGIN, FAILS, HOLDS, INCONCLUSIVE, TIE, WITHIN_NOT_EXCLUDED,
                                         comparison_verdicts, correct_verdicts, procedure_levels)
@@ -100,7 +100,7 @@ def test_the_result_rule(original, replication, original_size, replication_size,
 
 
 def test_every_decided_verdict_of_the_published_tables_is_registered():
-    from cqb.pipeline.replication import entry_name, source_targets
+    from cqb.studies.replication import entry_name, source_targets
 
     targets = source_targets(CONFIG, REPO)
     names = [t.name for t in targets]
@@ -113,7 +113,7 @@ def test_every_decided_verdict_of_the_published_tables_is_registered():
     heart = next(t for t in targets if t.name == "eps_best_heart__replication")
     assert heart.size == WITHIN_NOT_EXCLUDED and len(heart.comparisons) == 6
     # a mean's spread: the larger of the powered interval's and the multiverse default cell's (fig8.tsv)
-    from cqb.analysis.replication import default_cells, spread
+    from cqb.analysis.replication_statistics import default_cells, spread
 
     decisive = heart.comparisons[0]
     cell = default_cells(pd.read_csv(REPO / "docs/results/fig8.tsv", sep="\t"))["eps_best_heart"][decisive.key]
@@ -123,7 +123,7 @@ def test_every_decided_verdict_of_the_published_tables_is_registered():
 @functools.lru_cache(maxsize=None)
 def _power_analysis(source):
     """The replication's power analysis of the tables in ``source`` (slow: computed once per worker)."""
-    from cqb.pipeline.replication import registered_analysis
+    from cqb.studies.replication import registered_analysis
 
     return registered_analysis({**CONFIG, "replication": {**CONFIG["replication"], "source": source}}, REPO)
 
@@ -131,7 +131,7 @@ def _power_analysis(source):
 @pytest.mark.slow
 def test_the_registration_is_the_power_analysis_output():
     """config.yaml's replication sizes are the analysis of the published tables, not typed numbers."""
-    from cqb.pipeline.replication import POWER_FILE, entry_name
+    from cqb.studies.replication import POWER_FILE, entry_name
 
     study = CONFIG["replication"]
     assert study["source"] != "docs/results"  # the tables it was registered from, kept
@@ -155,7 +155,7 @@ def test_the_registered_sizes_still_reach_the_power_on_the_tables_published_now(
     the registration stays as registered, before its runs. It still stands if
     the tables published now ask for no more seeds than registered, for the
     same verdicts, with the same power everywhere it was reached."""
-    from cqb.pipeline.replication import entry_name
+    from cqb.studies.replication import entry_name
 
     study = CONFIG["replication"]
     registered, now = _power_analysis(study["source"]), _power_analysis("docs/results")
@@ -171,9 +171,9 @@ def test_the_registered_sizes_still_reach_the_power_on_the_tables_published_now(
 def test_the_replication_simulated_whole_has_the_registered_power_and_rarely_replicates_a_null():
     # an ordered claim's decisive comparison (signs, a fifth of the seeds tied): the calibration's
     # powered-then-replicated procedure, at the null and at the shrunken effect, against the exact
-    # power of the one-look study (cqb.analysis.power) at the registered size
+    # power of the one-look study (cqb.analysis.sample_size) at the registered size
     from cqb.analysis.calibration import Shape, calibrate_replication
-    from cqb.analysis.power import Effect, comparison_power
+    from cqb.analysis.sample_size import Effect, comparison_power
 
     signs = np.array([1.0] * 6 + [-1.0] * 2 + [0.0] * 2)
     shape = Shape("c", "ordered", "p 3→5", signs, 0.5, 0.15, True, 3)
@@ -188,7 +188,7 @@ def test_the_replication_simulated_whole_has_the_registered_power_and_rarely_rep
 
 
 def test_the_calibration_reads_the_registered_designs():
-    from cqb.pipeline.replication import POWER_FILE, calibration_designs
+    from cqb.studies.replication import POWER_FILE, calibration_designs
 
     designs = calibration_designs(CONFIG, REPO / "config" / POWER_FILE)
     entries = {e["name"]: e["seeds"] for e in CONFIG["replication"]["claims"] if not e.get("policy")}
@@ -197,8 +197,8 @@ def test_the_calibration_reads_the_registered_designs():
 
 
 def test_the_table_sets_each_original_against_its_replication(tmp_path):
-    from cqb.analysis.replication import REPLICATION_COLUMNS
-    from cqb.pipeline.replication import replication_table
+    from cqb.analysis.replication_statistics import REPLICATION_COLUMNS
+    from cqb.studies.replication import replication_table
 
     config = {"claims": [{"name": "heart", "kind": "best"}, {"name": "dim", "kind": "ordered"}],
               "claim_margins": {"best": 0.05, "ordered": 0.15},

@@ -12,14 +12,16 @@ import pytest
 import yaml
 from scipy.special import expit
 
-from cqb.analysis.claims import FAILS, HOLDS, ClaimSpec
+from cqb.analysis.verdict_rules import FAILS, HOLDS
+from cqb.analysis.claims.registry import ClaimSpec
 from cqb.data.semisynthetic import build_pool_instance
 from cqb.data.variants import (ConstructionVariant, build_variant_instance, group_labels,
                                standardise_columns, variant_for_dataset)
-from cqb.pipeline.config_schema import ConfigError, validate_config, validate_with_defaults
-from cqb.pipeline.experiments import build_plan
+from cqb.errors import ConfigError
+from cqb.config.schema import validate_config, validate_with_defaults
+from cqb.config.experiments import build_plan
 from cqb.analysis.sensitivity import (Cell, cell_rows, grid_cells, render_summary, sensitivity_table)
-from cqb.pipeline.verdicts import claim_specs
+from cqb.studies.claim_specs import claim_specs
 
 REPO = Path(__file__).resolve().parent.parent
 

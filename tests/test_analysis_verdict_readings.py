@@ -10,12 +10,14 @@ import pytest
 
 from conftest import REPO
 from cqb.analysis.calibration import Shape, calibrate, null_values, simulate_procedure
-from cqb.analysis.claims import (BY_CONSTRUCTION, FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, READING_DEPENDENT,
-                                 ROBUST, TIE, ClaimSpec, Reading, check_claim, combine, mean_interval,
-                                 reading_mark, reading_rows, two_level_verdict)
+from cqb.analysis.claims.tables import BY_CONSTRUCTION, READING_DEPENDENT, ROBUST, reading_mark, reading_rows
+from cqb.analysis.verdict_rules import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, TIE, combine, two_level_verdict
+from cqb.analysis.claims.registry import ClaimSpec, Reading
+from cqb.analysis.claims.kinds import check_claim
+from cqb.analysis.claims.statistics import mean_interval
 from cqb.analysis.summaries import time_to_optimal
 from cqb.errors import ConfigError
-from cqb.pipeline.verdicts import check_seed_uses, registry_hash, retired_seeds
+from cqb.studies.claim_specs import check_seed_uses, registry_hash, retired_seeds
 
 
 def runs_table(values: dict, metric: str, **fixed) -> pd.DataFrame:
@@ -63,7 +65,7 @@ def test_skew_corrected_interval_leans_with_the_skew_and_is_the_t_interval_witho
 def test_skew_corrected_interval_covers_exponential_means_better_than_t():
     from scipy import stats
 
-    from cqb.analysis.claims import skew_corrected_bounds
+    from cqb.analysis.claims.statistics import skew_corrected_bounds
 
     rng = np.random.default_rng(5)
     samples = rng.exponential(1.0, (20000, 20))
@@ -137,7 +139,7 @@ def test_readings_are_evaluated_and_marked():
 
 
 def test_no_claim_is_marked_robust_by_readings_that_decide_nothing():
-    from cqb.analysis.claims import NO_ALTERNATIVE_READING, UNDECIDED_BY_READINGS, reading_agreement
+    from cqb.analysis.claims.tables import NO_ALTERNATIVE_READING, UNDECIDED_BY_READINGS, reading_agreement
 
     spec = ClaimSpec("c", "x", "ordered", "e", ("p",))
     assert reading_mark(spec, [INCONCLUSIVE, INCONCLUSIVE, INCONCLUSIVE]) == UNDECIDED_BY_READINGS  # dim_slower's

@@ -16,9 +16,10 @@ from hypothesis import strategies as st
 
 import cqb.analysis.calibration as calibration
 from cqb.analysis.calibration import Shape, sequential_procedure
-from cqb.analysis.claims import (FAILS, HOLDS, INCONCLUSIVE, TIE, ClaimSpec, claim_comparisons, fail_level,
-                                 interval_verdict, two_level_verdict)
-from cqb.analysis.powered import PoweredClaim, evaluate_look
+from cqb.analysis.verdict_rules import FAILS, HOLDS, INCONCLUSIVE, TIE, fail_level, interval_verdict, two_level_verdict
+from cqb.analysis.claims.registry import ClaimSpec
+from cqb.analysis.claims.kinds import claim_comparisons
+from cqb.analysis.powered_reading import PoweredClaim, evaluate_look
 from cqb.analysis.verdict_rules import (BEYOND_MARGIN, NO_MARGIN, NO_SIZE, WITHIN_NOT_EXCLUDED, size_against_margin,
                                         size_label)
 

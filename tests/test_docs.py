@@ -3,7 +3,7 @@
 from conftest import REPO
 from cqb.cli import policy_defaults_markdown
 from cqb.policies import DISPLAY_NAMES, policy_parameters
-from cqb.pipeline.results import generated_block
+from cqb.publishing.splicing import generated_block
 
 
 def test_architecture_lists_the_dataclass_defaults(builtin_policies_only):

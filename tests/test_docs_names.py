@@ -99,7 +99,7 @@ def names(kind):
 
 def test_the_docs_are_read_as_intended():
     # the scanners find what the pages are known to name, so an empty scan cannot pass
-    assert ("cqb.pipeline.experiments.build_plan" in {n for _, n in names("dotted")})
+    assert ("cqb.config.experiments.build_plan" in {n for _, n in names("dotted")})
     assert "profiles/slurm" in {p.rstrip("/") for _, p in names("path")}
     assert {"run", "publish", "time"} <= {c for _, c in names("command")}
     assert {"sim_speed", "pipeline_benchmark"} <= {t for _, t in names("tool")}

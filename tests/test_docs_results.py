@@ -7,7 +7,9 @@ import pytest
 
 from conftest import REPO
 from cqb.sim.code_hash import simulation_code_hash
-from cqb.pipeline.results import DOCS_BLOCKS, block_text, generated_block, provenance_line, summary_record
+from cqb.publishing.published_results import DOCS_BLOCKS, block_text, summary_record
+from cqb.publishing.splicing import generated_block
+from cqb.publishing.provenance import provenance_line
 
 RESULTS = REPO / "docs" / "results"
 
@@ -22,7 +24,7 @@ def test_committed_results_come_from_the_current_simulation_code():
 
 
 def test_readme_shows_the_committed_claims_summary():
-    from cqb.pipeline.results import readme_summary
+    from cqb.publishing.published_results import readme_summary
 
     readme = (REPO / "README.md").read_text()
     record = json.loads((RESULTS / "provenance.json").read_text())
@@ -61,9 +63,9 @@ def test_the_readme_front_door_is_short_and_its_images_are_published():
 def test_every_claim_of_the_config_is_in_the_committed_table():
     import yaml
 
-    from cqb.pipeline.config_schema import validate_config
-    from cqb.pipeline.experiments import build_plan
-    from cqb.pipeline.verdicts import claim_specs
+    from cqb.config.schema import validate_config
+    from cqb.config.experiments import build_plan
+    from cqb.studies.claim_specs import claim_specs
 
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     config.update(yaml.safe_load((REPO / "config" / "datasets.yaml").read_text()))

@@ -64,7 +64,7 @@ def test_the_check_finds_a_policy_table_outside_the_specs(tmp_path, quote):
     assert files_naming(["cqb_ts", "q_ths"], root=tmp_path) == {"src/cqb/figures/colours.py", "workflow/rules/x.smk"}
 
 
-# The claim kinds: each is one row of cqb.analysis.claim_kinds; a file that
+# The claim kinds: each is one row of cqb.analysis.claims.kinds; a file that
 # names a kind string outside docs/extending.md's list would be a second place
 # a new kind has to be added. A name below is not the kind there.
 NOT_A_KIND = {"src/cqb/analysis/summaries.py": {"stall_rate"}}  # the curves' column of that name
@@ -83,7 +83,7 @@ def names_in_files(names, root: Path = ROOT) -> dict[str, set[str]]:
 
 
 def files_naming_a_kind(root: Path = ROOT) -> set[str]:
-    from cqb.analysis.claim_kinds import KINDS
+    from cqb.analysis.claims.kinds import KINDS
 
     return {path for path, named in names_in_files(KINDS, root).items() if named - NOT_A_KIND.get(path, set())}
 
@@ -116,7 +116,7 @@ def test_the_schema_and_config_follow_the_kinds_table():
     table's kinds in its order; each margin's units and bound are its row's."""
     import yaml
 
-    from cqb.analysis.claim_kinds import CLAIM_KINDS, KINDS
+    from cqb.analysis.claims.kinds import CLAIM_KINDS, KINDS
 
     schema = yaml.safe_load((ROOT / "workflow" / "schemas" / "config.schema.yaml").read_text())
     assert schema["$defs"]["claim_kind"]["enum"] == list(KINDS)
@@ -156,5 +156,5 @@ def test_only_the_listed_files_name_an_adversarial_stream():
 
 def test_the_stream_check_finds_a_kind_chain_outside_the_registry(tmp_path):
     (tmp_path / "src/cqb/pipeline").mkdir(parents=True)
-    (tmp_path / "src/cqb/pipeline/x.py").write_text('if spec["kind"] == "deceptive_switch":\n    pass\n')
-    assert files_naming(adversarial_stream_kinds(), root=tmp_path) == {"src/cqb/pipeline/x.py"}
+    (tmp_path / "src/cqb/studies/x.py").write_text('if spec["kind"] == "deceptive_switch":\n    pass\n')
+    assert files_naming(adversarial_stream_kinds(), root=tmp_path) == {"src/cqb/studies/x.py"}

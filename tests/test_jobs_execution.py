@@ -1,6 +1,6 @@
 """The execution switches (config key `execution`): how jobs run, not what
 they compute, so not part of the config hash; and the scheduler patch they
-switch on (cqb.pipeline.scheduling), checked against the method it replaces
+switch on (cqb.snakemake_patches.scheduling), checked against the method it replaces
 and on a real Snakemake run."""
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ import pytest
 import yaml
 
 from conftest import REPO
-from cqb.pipeline.config_schema import validate_config
-from cqb.pipeline.results import config_hash
+from cqb.config.schema import validate_config
+from cqb.config.schema import config_hash
 from cqb.jobs.client import WORKER_RUNS
-from cqb.pipeline.job_patches import (index_input_producers, indexable, memoizable, memoize_shell_commands,
+from cqb.snakemake_patches.job_patches import (index_input_producers, indexable, memoizable, memoize_shell_commands,
                                       memoize_signatures)
-from cqb.pipeline.scheduling import (DeferredJobs, coalesce_rescheduling, defer_remaining_jobs, deferrable,
+from cqb.snakemake_patches.scheduling import (DeferredJobs, coalesce_rescheduling, defer_remaining_jobs, deferrable,
                                      freeze_the_dag, replaceable, samplable, sample_ready_jobs, sizes_unread,
                                      skippable, skip_unread_input_sizes, spare_the_dag_build)
 
@@ -57,7 +57,7 @@ def test_the_execution_switches_default_on_and_stay_out_of_the_config_hash():
 
 
 def test_an_execution_switch_outside_its_group_is_refused_by_name():
-    from cqb.pipeline.config_schema import ConfigError
+    from cqb.errors import ConfigError
 
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     config["run_server"] = False
@@ -469,7 +469,7 @@ ROUNDS_SNAKEFILE = textwrap.dedent('''
     from pathlib import Path
     from snakemake.jobs import Job
     from snakemake.scheduling.job_scheduler import JobScheduler
-    from cqb.pipeline.scheduling import sample_ready_jobs
+    from cqb.snakemake_patches.scheduling import sample_ready_jobs
 
     resets, rounds = [0], []
     reset, selector = Job.reset_params_and_resources, JobScheduler.job_selector
@@ -514,8 +514,8 @@ PRODUCERS_SNAKEFILE = textwrap.dedent('''
     from pathlib import Path
     from snakemake.jobs import Job
     from snakemake.scheduling.job_scheduler import JobScheduler
-    from cqb.pipeline.job_patches import index_input_producers
-    from cqb.pipeline.scheduling import skip_unread_input_sizes
+    from cqb.snakemake_patches.job_patches import index_input_producers
+    from cqb.snakemake_patches.scheduling import skip_unread_input_sizes
 
     seen = {"tests": 0, "true": 0, "wrong": [], "sizes": 0}
     selector = JobScheduler.job_selector
@@ -601,7 +601,7 @@ def test_the_collector_is_spared_while_the_dag_is_built_and_the_dag_frozen_after
 TIMER_SNAKEFILE = textwrap.dedent('''
     import json, threading
     from pathlib import Path
-    from cqb.pipeline.scheduling import coalesce_rescheduling
+    from cqb.snakemake_patches.scheduling import coalesce_rescheduling
 
     class CountingTimer(threading.Timer):
         """Every Timer Snakemake (or the patch) arms: how many are pending at once."""
@@ -730,7 +730,7 @@ def test_the_installed_snakemake_has_the_job_and_the_function_the_memos_were_wri
     import snakemake.common as common
 
     code = common.get_function_params.__code__
-    from cqb.pipeline import job_patches
+    from cqb.snakemake_patches import job_patches
 
     assert job_patches.code_names(code) == job_patches._SIGNATURE_NAMES
 

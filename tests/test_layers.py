@@ -15,10 +15,12 @@ SRC = Path(cqb.__file__).parent
 LAYERS = {
     "cqb": 0, "cqb.errors": 0,
     "cqb.sim": 1,
+    "cqb.snakemake_patches": 1,  # Snakemake and the standard library only
     "cqb.io": 1.5,  # output writing: above the simulation's atomic_write, below all that writes
-    "cqb.presentation": 1.5,  # how figures show policies: above the simulation, below all that draws
-    "cqb.analysis": 2, "cqb.data": 2,
-    "cqb.pipeline": 3,
+    "cqb.analysis": 2, "cqb.data": 2, "cqb.presentation": 2,
+    "cqb.config": 2.2,  # the config model and the plan
+    "cqb.studies": 2.4,  # the studies the config asks for, on the plan
+    "cqb.publishing": 3,
     "cqb.figures": 4,
     # on top: the public policy API for plugins (a re-export), the job side of
     # the run server (stdlib only), the command line, the run server's request
@@ -111,7 +113,7 @@ def test_the_import_graph_sees_every_module_and_its_lazy_imports():
     graph = imports()
     assert "cqb.sim.policies.registry" in graph["cqb.sim.policies.baselines"]
     assert "cqb.sim.simulate" in graph["cqb.cli"]  # imported inside a function
-    assert "cqb.pipeline.results" in graph["cqb.cli"]  # `from .pipeline import results`
+    assert "cqb.publishing.timing" in graph["cqb.cli"]  # imported inside a function
     assert all(group(module) for module in graph)
 
 
@@ -156,9 +158,9 @@ def test_the_root_package_imports_nothing():
 
 def test_the_checks_catch_a_circle_and_an_upward_arrow():
     graph = {"cqb.analysis.a": {"cqb.analysis.b"}, "cqb.analysis.b": {"cqb.analysis.a"},
-             "cqb.sim.x": {"cqb.pipeline.y"}, "cqb.pipeline.y": set()}
+             "cqb.sim.x": {"cqb.studies.y"}, "cqb.studies.y": set()}
     assert circles(graph) == [["cqb.analysis.a", "cqb.analysis.b"]]
-    assert upward_arrows(graph) == ["cqb.sim.x → cqb.pipeline.y"]
+    assert upward_arrows(graph) == ["cqb.sim.x → cqb.studies.y"]
 
 
 # The package's face: the command line, the error type, the plugin shim

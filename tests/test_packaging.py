@@ -15,7 +15,7 @@ from packaging.version import Version
 
 import cqb
 from conftest import REPO
-from cqb.pipeline.results import sync_citation_version
+from cqb.publishing.citation import sync_citation_version
 
 
 def code_lines(path) -> list[str]:

@@ -1,4 +1,4 @@
-"""The candidate-policy benchmark (cqb.pipeline.candidates): setup from the config,
+"""The candidate-policy benchmark (cqb.studies.candidates): setup from the config,
 the paired comparison, the leaderboard, the figure and publishing, without
 Snakemake. The workflow end to end, with the example plugin installed into a
 scratch folder: tests/test_pipeline_candidates_workflow.py."""
@@ -20,13 +20,14 @@ import yaml
 
 from conftest import REPO
 from cqb.figures.candidates_plot import plot_leaderboard
-from cqb.pipeline.candidates import (Benchmark, add_runs, benchmark_setup, candidate_claims, candidate_list,
+from cqb.studies.candidates import (Benchmark, add_runs, benchmark_setup, candidate_claims, candidate_list,
                                      leaderboard, summary_markdown)
-from cqb.pipeline.results import publish_candidates
-from cqb.analysis.claims import FAILS, HOLDS, INCONCLUSIVE, bootstrap_mean_interval, mean_interval
+from cqb.publishing.published_results import publish_candidates
+from cqb.analysis.verdict_rules import FAILS, HOLDS, INCONCLUSIVE
+from cqb.analysis.claims.statistics import bootstrap_mean_interval, mean_interval
 from cqb.errors import ConfigError
-from cqb.pipeline.config_schema import validate_config
-from cqb.pipeline.experiments import build_plan
+from cqb.config.schema import validate_config
+from cqb.config.experiments import build_plan
 from cqb.policies import register_policy
 from cqb.analysis.summaries import RUN_COLUMNS
 

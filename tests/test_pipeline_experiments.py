@@ -1,4 +1,4 @@
-"""cqb.pipeline.experiments: config → runs, curves and figure specs, without Snakemake."""
+"""cqb.config.experiments: config → runs, curves and figure specs, without Snakemake."""
 
 from __future__ import annotations
 
@@ -12,8 +12,10 @@ from cqb.presentation import policy_styles
 import yaml
 
 from conftest import REPO
-from cqb.pipeline.config_schema import ConfigError, policy_params_schema, validate_config
-from cqb.pipeline.experiments import build_plan, format_value, instance_id
+from cqb.errors import ConfigError
+from cqb.config.schema import policy_params_schema, validate_config
+from cqb.config.experiments import build_plan, instance_id
+from cqb.analysis.curves import format_value
 from cqb.policies import get_spec, register_policy, registered_policies
 
 SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
@@ -311,7 +313,7 @@ DATASETS = yaml.safe_load((REPO / "config" / "datasets.yaml").read_text())
 
 
 def test_figure_7_cells_are_the_grid_columns_that_have_an_experiment():
-    from cqb.pipeline.config_schema import validate_with_defaults
+    from cqb.config.schema import validate_with_defaults
 
     config = merged(CONFIG, DATASETS)
     validate_config(config, SCHEMA)
@@ -330,7 +332,7 @@ def test_figure_7_cells_are_the_grid_columns_that_have_an_experiment():
 
 def test_the_base_instance_is_the_configs():
     # the benchmarks and tests use BASE_INSTANCE; the figures run the config's: one and the same
-    from cqb.pipeline.experiments import BASE_INSTANCE
+    from cqb.config.experiments import BASE_INSTANCE
 
     assert CONFIG["experiments"]["synthetic_base"]["instance"] == BASE_INSTANCE
 
@@ -392,10 +394,10 @@ def test_second_stage_runs_are_keyed_and_shared_as_every_run():
 
 
 def seed_uses_of(config):
-    from cqb.analysis.powered import powered_claims
-    from cqb.pipeline.confirmatory import confirmatory_claims
-    from cqb.pipeline.multiverse_plan import multiverse_design
-    from cqb.pipeline.verdicts import claim_specs, seed_uses, tuning_setup
+    from cqb.analysis.powered_reading import powered_claims
+    from cqb.studies.confirmatory import confirmatory_claims
+    from cqb.studies.multiverse_plan import multiverse_design
+    from cqb.studies.claim_specs import claim_specs, seed_uses, tuning_setup
 
     config.update(yaml.safe_load((REPO / "config" / "datasets.yaml").read_text()))
     validate_config(config, SCHEMA)
@@ -409,7 +411,7 @@ def seed_uses_of(config):
 def test_the_configs_second_stage_has_seeds_no_other_use_reaches():
     """The check the workflow makes (powered.smk, multiverse.smk) on config/config.yaml:
     a future seed range that overlaps Figure 5's second stage fails here."""
-    from cqb.pipeline.verdicts import check_seed_uses
+    from cqb.studies.claim_specs import check_seed_uses
 
     uses = seed_uses_of(copy.deepcopy(CONFIG))
     check_seed_uses(uses)
@@ -424,7 +426,7 @@ def test_the_configs_second_stage_has_seeds_no_other_use_reaches():
 
 def test_the_replication_study_has_seeds_no_other_use_reaches():
     """Its whole reserved range (first_seed … + max_seeds − 1) is a use of its own."""
-    from cqb.pipeline.verdicts import check_seed_uses
+    from cqb.studies.claim_specs import check_seed_uses
 
     uses = seed_uses_of(copy.deepcopy(CONFIG))
     first, cap = CONFIG["replication"]["first_seed"], CONFIG["replication"]["max_seeds"]

@@ -1,4 +1,4 @@
-"""The replication report (cqb.pipeline.report) and its publication: every
+"""The replication report (cqb.publishing.report) and its publication: every
 figure it shows exists beside it, every claim appears with both readings,
 and the published PNGs fit the README."""
 
@@ -14,8 +14,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from cqb.pipeline.report import report_html  # noqa: E402
-from cqb.pipeline.published_figures import PUBLISHED_PNG_BYTES, publish_report  # noqa: E402
+from cqb.publishing.report import report_html  # noqa: E402
+from cqb.publishing.published_figures import PUBLISHED_PNG_BYTES, publish_report  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 

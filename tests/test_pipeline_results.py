@@ -8,8 +8,11 @@ import time
 import pandas as pd
 import pytest
 
-from cqb.pipeline.results import (TIMING_COLUMNS, BEGIN, END, config_hash, generated_block, pool_checksums,
-                         provenance, publish, splice, time_command, timings_markdown)
+from cqb.publishing.timing import TIMING_COLUMNS, time_command, timings_markdown
+from cqb.publishing.splicing import BEGIN, END, generated_block, splice
+from cqb.config.schema import config_hash
+from cqb.publishing.provenance import pool_checksums, provenance
+from cqb.publishing.published_results import publish
 
 
 def test_provenance_refuses_runs_of_other_code():

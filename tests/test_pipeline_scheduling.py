@@ -1,6 +1,6 @@
 import threading
 
-from cqb.pipeline.scheduling import coalesce_rescheduling
+from cqb.snakemake_patches.scheduling import coalesce_rescheduling
 
 
 class FakeScheduler:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from cqb.analysis.summaries import curve_summaries, summarise_curves
-from cqb.pipeline.results import results_summary
+from cqb.publishing.markdown_tables import results_summary
 from cqb.sim.core import core
 from cqb.sim.estimation import LogisticEstimator, filippi_projection
 from cqb.sim.runfile import load_run, save_run

@@ -13,7 +13,7 @@ from cqb.policies import PolicyEnv, builtin_policies, make_policy
 from cqb.sim.policies import registry
 from cqb.sim.rng import STREAM_NAMES, seed_streams, stream
 from cqb.sim.simulate import RunResult, draw_trace, policy_env, run_policy, simulate
-from cqb.pipeline.experiments import BASE_INSTANCE
+from cqb.config.experiments import BASE_INSTANCE
 
 # The built-in policies, not the whole registry: listing it at collection
 # would load (and test) whatever plugins the environment has installed.

@@ -10,8 +10,8 @@ import yaml
 
 from conftest import REPO
 from cqb.errors import ConfigError
-from cqb.pipeline.config_schema import validate_config
-from cqb.pipeline.experiments import instance_id
+from cqb.config.schema import validate_config
+from cqb.config.experiments import instance_id
 from cqb.sim import streams
 from cqb.sim.rng import stream
 from cqb.sim.simulate import simulate

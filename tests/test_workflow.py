@@ -20,7 +20,7 @@ import yaml
 from conftest import (CAN_RUN_REAL_DATA, REPO, SMOKE_CONFIG, copy_workflow, shared_smoke_run,
                       smoke_args, smoke_targets, snakemake)
 from cqb.analysis.aggregate import read_table
-from cqb.analysis.claims import NO_ALTERNATIVE_READING, UNDECIDED_BY_READINGS
+from cqb.analysis.claims.tables import NO_ALTERNATIVE_READING, UNDECIDED_BY_READINGS
 
 pytestmark = pytest.mark.slow
 
@@ -97,7 +97,7 @@ def test_smoke_run_builds_the_claims_table_with_provenance(smoke_run):
 
     import pandas as pd
 
-    from cqb.analysis.claims import HOLDS, FAILS, INCONCLUSIVE, NOT_TESTABLE, TIE
+    from cqb.analysis.verdict_rules import HOLDS, FAILS, INCONCLUSIVE, NOT_TESTABLE, TIE
     from cqb.sim.code_hash import simulation_code_hash
 
     workdir, _ = smoke_run
@@ -202,7 +202,7 @@ def test_smoke_run_builds_the_confirmatory_study_and_the_per_policy_readings(smo
 def test_smoke_run_builds_the_replication_study(smoke_run):
     import pandas as pd
 
-    from cqb.analysis.replication import REPLICATION_COLUMNS
+    from cqb.analysis.replication_statistics import REPLICATION_COLUMNS
 
     workdir, _ = smoke_run
     smoke = yaml.safe_load((workdir / "config" / "smoke.yaml").read_text())["replication"]
@@ -334,12 +334,12 @@ def test_smoke_run_builds_fig4(smoke_run):
 def test_snakemakes_own_report_describes_the_workflow_and_files_each_output_under_its_heading(smoke_run):
     """`snakemake --report report.zip`: the workflow's description, every
     figure and claims table flagged for the report with its caption, under
-    the headings of the project's own report (cqb.pipeline.report.SECTIONS)."""
+    the headings of the project's own report (cqb.publishing.report.SECTIONS)."""
     import json
     import re
     import zipfile
 
-    from cqb.pipeline.report import SECTIONS
+    from cqb.publishing.report import SECTIONS
 
     workdir, _ = smoke_run
     snakemake(workdir, "--report", "report.zip", *smoke_args(*smoke_targets()))

@@ -169,7 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     publish.add_argument("--readme", default="README.md")
     publish.add_argument("--rebuild", action="store_true",
                          help="no copy: rebuild the marks, the claims' lines, the README block and the report "
-                              "from the published tables in --dest (cqb.pipeline.republish)")
+                              "from the published tables in --dest (cqb.publishing.republish)")
     compare = commands.add_parser(
         "compare", help="pair two trees of run files by path and report what changed (cqb.analysis.compare)")
     compare.add_argument("old", help="the old runs folder (e.g. a copy of results/runs)")
@@ -421,24 +421,25 @@ def main(argv: list[str] | None = None) -> int:
         print(policy_defaults_markdown() if args.markdown else _policy_listing())
         return 0
     if args.command in ("publish", "time"):
-        from .pipeline import results
-
         try:
             if args.command == "publish":
                 from .figures.multiverse_plot import redraw_published
-                from .pipeline.republish import rebuild
+                from .publishing.published_results import publish
+                from .publishing.republish import rebuild
 
                 # the derived files (marks, lines, README block, report) rendered from the published
                 # tables, as --rebuild alone renders them: the pipeline's own copies render from
                 # unrounded values and may differ from them in a last digit
-                written = [] if args.rebuild else results.publish(Path(args.source), Path(args.dest), Path(args.readme))
+                written = [] if args.rebuild else publish(Path(args.source), Path(args.dest), Path(args.readme))
                 written += rebuild(Path(args.dest), Path(args.readme), Path(args.readme).resolve().parent,
                                    draw_fig8=redraw_published)
                 for path in written:
                     print(f"wrote {path}")
                 return 0
+            from .publishing.timing import time_command
+
             command = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
-            row = results.time_command(command, args.label, Path(args.table))
+            row = time_command(command, args.label, Path(args.table))
             print(f"{args.label}: {row['wall_seconds']:.0f} s, load {row['load_before']} before, "
                   f"{row['load_mean']} mean, {row['load_max']} max -> {args.table}", file=sys.stderr)
             return row["returncode"]

@@ -1,4 +1,4 @@
-# The candidate-policy benchmark (cqb.pipeline.candidates, docs/extending.md):
+# The candidate-policy benchmark (cqb.studies.candidates, docs/extending.md):
 #   snakemake --cores 2 candidates --config candidates='[my_policy]'
 # runs each candidate on every experiment of candidate_benchmark.experiments, on
 # those experiments' instances, horizons and seeds: a run file is keyed by
@@ -6,7 +6,7 @@
 # and only the candidates' runs are new. With `candidates: []` (the default) this
 # file adds no run and no job to any other target.
 
-from cqb.pipeline.candidates import add_runs, benchmark_setup
+from cqb.studies.candidates import add_runs, benchmark_setup
 
 CANDIDATE_BENCHMARK = or_config_error(benchmark_setup, config, PLAN)
 

@@ -1,5 +1,5 @@
 # Config loading and thin input functions. The experiment model (runs,
-# curves, figure specs) is the package's: cqb.pipeline.experiments, tested without
+# curves, figure specs) is the package's: cqb.config.experiments, tested without
 # Snakemake in tests/test_pipeline_experiments.py.
 
 import inspect
@@ -14,9 +14,10 @@ from snakemake.utils import update_config
 
 try:
     from cqb.sim.code_hash import simulation_code_hash
-    from cqb.pipeline.config_schema import ConfigError, validate_config, validate_with_defaults, yaml_scalars
-    from cqb.pipeline.experiments import build_plan
-    from cqb.pipeline.verdicts import claim_experiments, claim_specs, tuning_setup
+    from cqb.errors import ConfigError
+    from cqb.config.schema import validate_config, validate_with_defaults, yaml_scalars
+    from cqb.config.experiments import build_plan
+    from cqb.studies.claim_specs import claim_experiments, claim_specs, tuning_setup
 except ImportError as error:  # the package must be installed: pip install -e .
     raise ImportError(f"the workflow needs the cqb package ({error}); run `pip install -e .`")
 
@@ -122,8 +123,8 @@ def display_names():
 
 
 def report_figures():
-    """The PNGs of the report's sections that this config draws (cqb.pipeline.report)."""
-    from cqb.pipeline.report import SECTIONS
+    """The PNGs of the report's sections that this config draws (cqb.publishing.report)."""
+    from cqb.publishing.report import SECTIONS
 
     names = [
         name
@@ -145,13 +146,13 @@ def report_captions():
 
 
 # Snakemake's own report (`snakemake --report report.html`) files each output
-# under the heading the project's report (cqb.pipeline.report) gives it.
+# under the heading the project's report (cqb.publishing.report) gives it.
 PAPER_FIGURES, BEYOND_THE_PAPER, VERDICTS = "The paper's figures", "Beyond the paper", "Verdicts"
 
 
 def report_section(name):
     """report() keywords: category and subcategory of a figure or table."""
-    from cqb.pipeline.report import SECTIONS
+    from cqb.publishing.report import SECTIONS
 
     titles = dict(SECTIONS) | {"claims": "Claims", "calibration": "Error rates of the powered reading, simulated"}
     title = titles.get(name)

@@ -2,9 +2,9 @@
 # "Throughput"): `cqb` on the jobs' PATH, one sweep of the temporaries that
 # killed writes left among the run files and trace caches, the run server that runs the
 # simulate jobs (cqb.jobs, docs/jobs.md; execution.run_server) and the
-# scheduler's patches (cqb.pipeline.scheduling; execution.coalesce_rescheduling,
+# scheduler's patches (cqb.snakemake_patches.scheduling; execution.coalesce_rescheduling,
 # execution.defer_remaining_jobs, execution.sample_ready_jobs,
-# execution.skip_unread_input_sizes; cqb.pipeline.job_patches:
+# execution.skip_unread_input_sizes; cqb.snakemake_patches.job_patches:
 # execution.index_input_producers, execution.memoize_shell_commands,
 # execution.memoize_signatures; taken while the main workflow is parsed, so
 # the DAG's build and dry runs use them too); Python's collector spared while
@@ -80,8 +80,8 @@ def patch_scheduler():
     selector that never reads them; a job's inputs mapped to their producers
     once per prepare; a job's shell command formatted once, a function's
     signature read once."""
-    from cqb.pipeline.job_patches import index_input_producers, memoize_shell_commands, memoize_signatures
-    from cqb.pipeline.scheduling import (
+    from cqb.snakemake_patches.job_patches import index_input_producers, memoize_shell_commands, memoize_signatures
+    from cqb.snakemake_patches.scheduling import (
         coalesce_rescheduling,
         defer_remaining_jobs,
         sample_ready_jobs,
@@ -163,8 +163,8 @@ COLLECTOR_THRESHOLDS = None  # Python's collector thresholds before the DAG's bu
 
 def spare_the_collector():
     """Fewer collections of Python's cyclic collector while the DAG is built
-    (cqb.pipeline.scheduling.spare_the_dag_build)."""
-    from cqb.pipeline.scheduling import spare_the_dag_build
+    (cqb.snakemake_patches.scheduling.spare_the_dag_build)."""
+    from cqb.snakemake_patches.scheduling import spare_the_dag_build
 
     global COLLECTOR_THRESHOLDS
     if config["execution"]["tune_collector"] and COLLECTOR_THRESHOLDS is None:
@@ -173,8 +173,8 @@ def spare_the_collector():
 
 def freeze_the_collector():
     """The built DAG frozen out of every later collection, the thresholds
-    restored (cqb.pipeline.scheduling.freeze_the_dag)."""
-    from cqb.pipeline.scheduling import freeze_the_dag
+    restored (cqb.snakemake_patches.scheduling.freeze_the_dag)."""
+    from cqb.snakemake_patches.scheduling import freeze_the_dag
 
     if config["execution"]["tune_collector"]:
         freeze_the_dag(COLLECTOR_THRESHOLDS)

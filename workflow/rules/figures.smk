@@ -30,7 +30,7 @@ for figure_name in config["figures"]:
         conda:
             "../envs/analysis.yaml"
         params:
-            # a FigureSpec (cqb.pipeline.experiments): drawn from the tables only
+            # a FigureSpec (cqb.config.experiments): drawn from the tables only
             spec=PLAN.figures[figure_name],
             float_format=config["aggregate"]["float_format"],
         script:

@@ -6,7 +6,7 @@
 # figure. Its own target `multiverse` unless multiverse.in_all.
 
 from cqb.analysis.multiverse import alternative_curves
-from cqb.pipeline.multiverse_plan import alternative_files, merge_runs, multiverse_design, multiverse_runs
+from cqb.studies.multiverse_plan import alternative_files, merge_runs, multiverse_design, multiverse_runs
 
 MULTIVERSE = or_config_error(multiverse_design, config, PLAN, CLAIM_SPECS)
 MULTIVERSE_IN_REPORT = bool(MULTIVERSE) and (

@@ -4,9 +4,9 @@
 # keyed by instance/horizon/policy/seed; checkpoints decide which runs the
 # next look (or stage) requests at all.
 
-from cqb.analysis.powered import look_counts, powered_claims, run_files as powered_run_files
-from cqb.pipeline.confirmatory import confirmatory_claims
-from cqb.pipeline.verdicts import check_seed_uses, seed_uses
+from cqb.analysis.powered_reading import look_counts, powered_claims, run_files as powered_run_files
+from cqb.studies.confirmatory import confirmatory_claims
+from cqb.studies.claim_specs import check_seed_uses, seed_uses
 
 POWERED = powered_claims(config, PLAN, CLAIM_SPECS)
 POWERED_LOOK = f"{RESULTS}/powered/{{claim}}/look{{look}}.json"
@@ -15,7 +15,7 @@ POWERED_READINGS = f"{FIGURES}/claims_powered_readings.tsv"
 STAGE2 = config["tuning"]["stage2"]
 STAGE2_SEEDS = tuple(range(STAGE2["first_seed"], STAGE2["first_seed"] + STAGE2["seeds"]))
 CONTENDERS = f"{RESULTS}/tuning/contenders.tsv"
-# the confirmatory study (cqb.pipeline.confirmatory): one look per claim, as a powered look
+# the confirmatory study (cqb.studies.confirmatory): one look per claim, as a powered look
 CONFIRMATORY = confirmatory_claims(config, PLAN, CLAIM_SPECS)
 CONFIRMATORY_STATE = f"{RESULTS}/confirmatory/{{claim}}/look{{look}}.json"
 CONFIRMATORY_STATES = [CONFIRMATORY_STATE.format(claim=name, look=0) for name in CONFIRMATORY]

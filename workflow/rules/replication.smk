@@ -1,10 +1,10 @@
-# The replication study (cqb.pipeline.replication, docs/verdicts.md "The
+# The replication study (cqb.studies.replication, docs/verdicts.md "The
 # replication study"): every decided verdict judged again on its own fresh
 # seeds, one look per registered entry (the powered look's script), then the
 # table of original against replicated verdicts. Its own target
 # `replication` unless replication.in_all.
 
-from cqb.pipeline.replication import replication_claims
+from cqb.studies.replication import replication_claims
 
 REPLICATION = replication_claims(config, PLAN, CLAIM_SPECS)
 REPLICATION_STATE = f"{RESULTS}/replication/{{claim}}/look{{look}}.json"

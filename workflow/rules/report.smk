@@ -1,4 +1,4 @@
-# The replication report (cqb.pipeline.report): one static HTML page beside
+# The replication report (cqb.publishing.report): one static HTML page beside
 # the figures, built from the claims tables and the figures' PNGs only.
 # `cqb publish` copies it, with the PNGs, to docs/results/.
 

@@ -1,8 +1,8 @@
-# Verdicts: held-out tuning and the claims table (cqb.analysis.tuning, cqb.analysis.claims,
+# Verdicts: held-out tuning and the claims table (cqb.analysis.tuning, cqb.analysis.claims.tables,
 # docs/verdicts.md). Both read only the per-run summary tables.
 
-from cqb.pipeline.replication import calibration_designs
-from cqb.pipeline.verdicts import registry_hash
+from cqb.studies.replication import calibration_designs
+from cqb.studies.claim_specs import registry_hash
 
 CLAIM_SPECS = claim_specs(config, PLAN)
 TUNING_EXPERIMENTS, TUNED_CONFIGURED = tuning_setup(config, PLAN)

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..io.files import atomic_write
+from ..sim.runfile import atomic_write
 from ..sim.runfile import load_run
 from .curves import Curve
 

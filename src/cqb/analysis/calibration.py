@@ -1,6 +1,6 @@
 """The calibration study: the powered reading's whole procedure, simulated.
 
-The powered reading (:mod:`cqb.analysis.powered`) claims an error rate: each
+The powered reading (:mod:`cqb.analysis.powered_reading`) claims an error rate: each
 of K looks at level α/K, "does not hold" at α/(K·m) for a claim of m
 comparisons, a comparison stopping at the first look that decides it. That
 rate rests on every interval having its nominal coverage at the n used.
@@ -40,8 +40,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .claim_kinds import MEAN, RATE, SIGN, claim_comparisons, claim_kind
-from .claim_statistics import skew_corrected_bounds
+from .claims.kinds import MEAN, RATE, SIGN, claim_comparisons, claim_kind
+from .claims.statistics import skew_corrected_bounds
 from .summaries import binomial_bounds
 from .verdict_rules import (BEYOND_MARGIN, FAILS, HOLDS, INCONCLUSIVE, NO_SIZE, NOT_TESTABLE, TIE,
                             comparison_verdicts, correct_verdicts, decided, procedure_levels, size_against_margin)
@@ -108,7 +108,7 @@ def _without_sweep(spec):
 def look_intervals(shape: Shape, sample: np.ndarray, confidence: float, fail_confidence: float):
     """(low, high, wide low, wide high, threshold) of the shape's statistic on
     each row of ``sample`` (replications × seeds): the claims' intervals
-    (:mod:`cqb.analysis.claim_statistics`) at the claim level and at the
+    (:mod:`cqb.analysis.claims.statistics`) at the claim level and at the
     "does not hold" level, vectorised."""
     if _null(shape.kind) == MEAN:
         low, high = skew_corrected_bounds(sample, confidence)
@@ -293,7 +293,7 @@ def plot_calibration(table: pd.DataFrame, alpha: float, path_pdf, path_png) -> N
 def calibration_table(claims: Mapping, runs_tables: Mapping[str, pd.DataFrame], shape_experiment: str | None,
                       replications: int, seed: int, replication: Mapping | None = None) -> pd.DataFrame:
     """The calibration table of the powered claims (``claims``: name →
-    :class:`cqb.analysis.powered.PoweredClaim`) on the run tables of their
+    :class:`cqb.analysis.powered_reading.PoweredClaim`) on the run tables of their
     experiments (the convergence and stall claims' values from
     ``shape_experiment`` when it runs their policies); ``replication``: claim
     name → its registered replication design, whose rows

@@ -1,5 +1,5 @@
 """The curve: one policy label at one sweep value of an experiment, over its
-seeds, with its run files. The plan (:func:`cqb.pipeline.experiments.build_plan`)
+seeds, with its run files. The plan (:func:`cqb.config.experiments.build_plan`)
 makes every curve; the tables (:mod:`cqb.analysis.aggregate`,
 :mod:`cqb.analysis.summaries`) read one curve's run files at a time.
 

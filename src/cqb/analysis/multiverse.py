@@ -6,14 +6,14 @@ claims (their primary readings), the *alternatives* (each one value of one
 open choice of docs/reconstruction.md), a fixed number
 of fresh seeds and a level, all registered before any of its runs. A *cell*
 is (claim, alternative): the claim's experiment at the multiverse's seeds,
-every run set the claim reads (:func:`cqb.analysis.powered.claim_units`)
+every run set the claim reads (:func:`cqb.analysis.powered_reading.claim_units`)
 played with the defaults except where the alternative changes it. Only the
 run sets an alternative changes are run again; the others are the default
 column's runs, at the same seeds and on the same traces (common random
 numbers). An alternative that changes no run set of a claim gives the
 default's verdict, marked unaffected.
 
-Each cell's verdict is the claim's own rule (:func:`cqb.analysis.claims.check_claim`)
+Each cell's verdict is the claim's own rule (:func:`cqb.analysis.claims.kinds.check_claim`)
 at level 1 − α, with the claim kind's margin: no second copy of a verdict
 rule lives here.
 
@@ -194,7 +194,7 @@ def evaluate_cells(multiverse: Multiverse, runs_tables: Mapping) -> "pd.DataFram
     its cell is the default's)."""
     import pandas as pd
 
-    from .claims import check_claim
+    from .claims.kinds import check_claim
 
     rows = []
     for spec in multiverse.specs:

@@ -18,7 +18,7 @@ over all runs stand beside it.
 Slope. Least squares of log(estimate) on log T over the horizons whose
 estimate is positive, with a 95 % seed-bootstrap interval (seeds resampled
 within each T, the estimator recomputed) and the delta-method half-width that
-the power analysis (:func:`cqb.analysis.rates_power.seeds_for_slope_width`)
+the power analysis (:func:`cqb.analysis.slope_precision.seeds_for_slope_width`)
 predicts.
 """
 

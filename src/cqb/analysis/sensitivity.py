@@ -5,7 +5,7 @@ A *cell* is one (dataset, column) of the grid: an ordinary experiment of
 config/config.yaml (``<dataset>_<column>``; the column ``default`` is the
 Figure 4 experiment ``<dataset>``) with a ``best`` claim on CQB-ε, generated from the grid
 (:func:`grid_claims`) with the Figure 4 claim's reading. Its verdict is that claim's, computed by
-:func:`cqb.analysis.claims.check_best` on the experiment's per-run summaries; beside it
+:func:`cqb.analysis.claims.kinds.check_claim` (kind ``best``) on the experiment's per-run summaries; beside it
 the instance's measured slack, κ and S (from the pool's report.json; for a
 bound per server, the range min_k–max_k of S_k = ‖θ*_k‖) and, per
 policy, the mean final queue, the mean regret and the stalled runs; CQB-ε's rank is
@@ -24,8 +24,8 @@ import pandas as pd
 
 from ..errors import ConfigError
 from ..sim.streams import family_of
-from .claim_kinds import BEST, check_best
-from .claims_registry import ClaimSpec
+from .claims.kinds import BEST, check_claim
+from .claims.registry import ClaimSpec
 from .verdict_rules import FAILS, HOLDS, INCONCLUSIVE
 
 NOT_RUN = "not run"
@@ -54,7 +54,7 @@ class Cell:
 
 
 def grid_claims(plan, specs: Sequence[ClaimSpec]) -> list[ClaimSpec]:
-    """One ``best`` claim per cell of the plan's grid (:class:`cqb.pipeline.experiments.GridCell`)
+    """One ``best`` claim per cell of the plan's grid (:class:`cqb.config.experiments.GridCell`)
     outside the default column: CQB-ε (the experiment's label of policy
     cqb_eps) is best, read as the dataset's Figure 4 claim (the ``best`` claim
     on the experiment <dataset>: its quote, metric and alternative readings).
@@ -84,7 +84,7 @@ def grid_claims(plan, specs: Sequence[ClaimSpec]) -> list[ClaimSpec]:
 
 
 def grid_cells(grid: Sequence, plan, specs: Sequence[ClaimSpec]) -> list[Cell]:
-    """The cells of the plan's grid (:class:`cqb.pipeline.experiments.GridCell`:
+    """The cells of the plan's grid (:class:`cqb.config.experiments.GridCell`:
     dataset, column, label, choice, experiment), each with the ``best`` claim
     on its experiment (ConfigError when it has none) and what its runs are."""
     cells = []
@@ -116,7 +116,7 @@ def grid_cells(grid: Sequence, plan, specs: Sequence[ClaimSpec]) -> list[Cell]:
 def cell_rows(cell: Cell, runs: pd.DataFrame, report: Mapping, slack_margin: float) -> list[dict]:
     """The table rows of one cell: one per policy (label) of its experiment."""
     instance = report["instance"]
-    result = check_best(runs, cell.spec)
+    result = check_claim(runs, cell.spec)
     regret = {label: float(runs.loc[runs["policy"] == label, "mean_regret"].mean())
               for label, _ in cell.policies}
     claimed_metric = {label: float(runs.loc[runs["policy"] == label, cell.spec.metric].mean())
@@ -152,7 +152,7 @@ def cell_rows(cell: Cell, runs: pd.DataFrame, report: Mapping, slack_margin: flo
 
 
 def _decisive_policy(statistic: str) -> str:
-    """The other policy of the comparison that decided (check_best names it: "(here X)")."""
+    """The other policy of the comparison that decided (the ``best`` check names it: "(here X)")."""
     match = re.search(r"\(here ([^)]+)\)", statistic)
     return match.group(1) if match else ""
 

@@ -39,7 +39,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .claim_statistics import bootstrap_mean_interval
+from .claims.statistics import bootstrap_mean_interval
 from .curves import Curve
 from .summaries import SummarySettings, binomial_interval, summarise_curves
 

@@ -1,6 +1,6 @@
 """The verdict rules: one implementation of each, shared by the claims
-(:mod:`cqb.analysis.claim_statistics`, one comparison at a time), the powered
-reading (:mod:`cqb.analysis.powered`) and the calibration study
+(:mod:`cqb.analysis.claims.statistics`, one comparison at a time), the powered
+reading (:mod:`cqb.analysis.powered_reading`) and the calibration study
 (:mod:`cqb.analysis.calibration`, thousands of replications at once).
 
 * :func:`interval_verdicts`: one interval against its threshold, with the

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..io.files import CHUNK_BYTES, atomic_write, file_digest  # noqa: F401 (file_digest: part of this module's API)
+from ..io.files import CHUNK_BYTES, file_digest  # noqa: F401 (file_digest: part of this module's API)
+from ..sim.runfile import atomic_write
 
 # torchvision looks for the archives under <root>/MNIST/raw/ (the numpy reader too).
 MNIST_RAW_SUBDIR = Path("MNIST") / "raw"

@@ -18,7 +18,7 @@ import numpy as np
 from scipy.special import expit
 from sklearn.linear_model import LogisticRegression
 
-from ..io.files import atomic_write
+from ..sim.runfile import atomic_write
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""The candidate benchmark's figure (cqb.pipeline.candidates), drawn from its leaderboard table only."""
+"""The candidate benchmark's figure (cqb.studies.candidates), drawn from its leaderboard table only."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ def plot_leaderboard(board, pdf: str | Path, png: str | Path, title: str = "Cand
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from ..io.files import atomic_write
-    from ..pipeline.candidates import sweep_text
     from ..presentation import policy_colour
+    from ..sim.runfile import atomic_write
+    from ..studies.candidates import sweep_text
 
     panels = list(dict.fromkeys(zip(board["candidate"], board["experiment"])))
     n_cols = min(4, len(panels))

@@ -7,7 +7,7 @@ import math
 
 import pandas as pd
 
-from ..analysis.claims import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, TIE
+from ..analysis.verdict_rules import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, TIE
 from .plotting import save_figure
 
 VERDICT_COLOURS = {HOLDS: "#5aae61", FAILS: "#d6604d", INCONCLUSIVE: "#f4c542", TIE: "#92c5de",
@@ -73,7 +73,7 @@ def redraw_published(multiverse, cells: pd.DataFrame, marks: pd.DataFrame, folde
     import tempfile
     from pathlib import Path
 
-    from ..pipeline.published_figures import shrink_png
+    from ..publishing.published_figures import shrink_png
 
     with tempfile.TemporaryDirectory() as scratch:
         png = Path(scratch) / "fig8.png"

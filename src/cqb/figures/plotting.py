@@ -1,7 +1,7 @@
 """The figures, drawn from aggregate tables only (never from run files).
 
-A figure is described by a :class:`cqb.pipeline.experiments.FigureSpec` (built from the
-config by :func:`cqb.pipeline.experiments.build_plan`): panels, each with the curves it
+A figure is described by a :class:`cqb.config.experiments.FigureSpec` (built from the
+config by :func:`cqb.config.experiments.build_plan`): panels, each with the curves it
 draws (policy label and sweep value as in the experiment's table, legend).
 Each curve is the mean queue length Q(t) over the seeds with a ±1 sd band
 (or the median with the interquartile range); with the experiments' curve
@@ -24,9 +24,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from ..analysis.aggregate import write_table  # noqa: E402
-from ..pipeline.experiments import FigureSpec, Panel  # noqa: E402
+from ..config.experiments import FigureSpec, Panel  # noqa: E402
 from ..presentation import policy_colour  # noqa: E402
-from ..io.files import atomic_write  # noqa: E402
+from ..sim.runfile import atomic_write  # noqa: E402
 
 # One colour per policy, the same in every figure (its spec's, cqb.sim.policies);
 # sweep curves use a sequential map.

@@ -96,7 +96,7 @@ def plot_rates(summary, slopes, panel_titles: Mapping[str, str], display_names: 
 
 
 def _resolve_text(fit) -> str:
-    """What resolving an unresolved slope would cost (cqb.analysis.rates_power.resolution_costs)."""
+    """What resolving an unresolved slope would cost (cqb.analysis.slope_precision.resolution_costs)."""
     note = fit.get("resolve_note") if hasattr(fit, "get") else None
     return f" — to resolve: {note}" if isinstance(note, str) and note else ""
 

@@ -12,7 +12,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from ..sim.runfile import atomic_write  # noqa: F401 (re-exported: the one home of output writing)
+from ..sim.runfile import atomic_write
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:

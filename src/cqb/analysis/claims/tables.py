@@ -2,15 +2,9 @@
 every registered reading with its mark (:func:`claims_readings`), the
 powered reading's columns beside them, and their Markdown.
 
-The claims machinery is split in three modules, whose public names this
-module re-exports so that ``from cqb.analysis.claims import …`` keeps working:
-
-* :mod:`cqb.analysis.claims_registry`: the types of the registry (ClaimSpec,
-  Reading, ClaimResult, Comparison);
-* :mod:`cqb.analysis.claim_statistics`: the statistic and interval of each
-  claim kind (claim_comparisons, check_claim, the intervals);
-* :mod:`cqb.analysis.verdict_rules`: the verdict rules, one implementation
-  each, shared with the powered reading and the calibration study.
+The kinds, their statistics and the registry's types are the other modules
+of :mod:`cqb.analysis.claims`; the verdict rules are
+:mod:`cqb.analysis.verdict_rules`.
 """
 
 from __future__ import annotations
@@ -20,16 +14,10 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from .claim_kinds import (COMPARISONS, KINDS, check_best, check_claim, check_converges, check_drops,  # noqa: F401
-                          check_grows, check_ordered, check_stall_rate, claim_comparisons, claim_kind)
-from .claim_statistics import (bootstrap_mean_interval, drop_from_peak,  # noqa: F401
-                               mean_interval, skew_corrected_bounds, summarise)
-from .claims_registry import (CLAIM_COLUMNS, METRICS, READING_FIELDS, TESTABLE, ClaimResult,  # noqa: F401
-                              ClaimSpec, Comparison, Reading)
-from .summaries import binomial_interval  # noqa: F401
-from .verdict_rules import (DECIDED, FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, TIE, VERDICTS,  # noqa: F401
-                            combine, decisive, fail_level, interval_verdict, two_level_verdict)
-from .verdict_rules import AGREES, DEPENDS, NO_ALTERNATIVE, UNDECIDED, agreement
+from ..verdict_rules import AGREES, DEPENDS, NO_ALTERNATIVE, UNDECIDED, VERDICTS, agreement, combine
+from .kinds import check_claim, claim_comparisons, claim_kind
+from .registry import CLAIM_COLUMNS, ClaimSpec
+from .statistics import Comparison, summarise
 
 ROBUST, READING_DEPENDENT, BY_CONSTRUCTION = "robust", "reading-dependent", "by construction"
 UNDECIDED_BY_READINGS, NO_ALTERNATIVE_READING = "undecided by the readings", "no alternative reading"
@@ -201,7 +189,7 @@ def _interval(value, low, high):
 
 
 def _used(verdict, value, low, high, confidence, detail, comparisons) -> str:
-    from .claim_lines import interval_text, verdict_interval
+    from .lines import interval_text, verdict_interval
 
     low, high, level, exact = verdict_interval(verdict, value, low, high, confidence, detail, comparisons)
     return interval_text(value, low, high, level, exact), low, high
@@ -211,8 +199,8 @@ def claims_markdown(table: pd.DataFrame, header: str = "", design: Mapping | Non
     """The claims table as Markdown: claim, figure, value [interval] (level:
     the interval the verdict used), verdict, n; with the powered reading's
     columns beside them when the table has them, and its size against δ
-    (``design``: claim → kind, threshold, margin, side; claim_lines.claims_design)."""
-    from .claim_lines import comparisons_in, size_text
+    (``design``: claim → kind, threshold, margin, side; lines.claims_design)."""
+    from .lines import comparisons_in, size_text
 
     design = design or {}
     powered = "powered_verdict" in table.columns

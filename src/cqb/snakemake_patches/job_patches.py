@@ -1,5 +1,5 @@
 """What the workflow changes in Snakemake's jobs, and why (the scheduling
-loop's patches and their shared checks: :mod:`cqb.pipeline.scheduling`).
+loop's patches and their shared checks: :mod:`cqb.snakemake_patches.scheduling`).
 
 Every started job's shell command is formatted four times (three times by
 the log lines of its start, once for its metadata record), each a copy of
@@ -21,7 +21,7 @@ of run files. :func:`index_input_producers` (config
 ``execution.index_input_producers``) maps each input file to the dependency
 that makes it once per prepare, and answers each test from the map.
 
-Each patch checks, as those of :mod:`cqb.pipeline.scheduling` do, that it
+Each patch checks, as those of :mod:`cqb.snakemake_patches.scheduling` do, that it
 replaces what it was written for; a command or signature the memo does not
 hold, and a test outside a prepare, are the original's."""
 

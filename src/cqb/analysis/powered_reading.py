@@ -32,10 +32,11 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from .claim_kinds import claim_comparisons, claim_kind
-from .claim_statistics import summarise
-from .claims import reading_rows
-from .claims_registry import ClaimSpec, Comparison
+from .claims.kinds import claim_comparisons, claim_kind
+from .claims.statistics import summarise
+from .claims.tables import reading_rows
+from .claims.registry import ClaimSpec
+from .claims.statistics import Comparison
 from .verdict_rules import INCONCLUSIVE, is_decided, look_level
 from ..errors import config_error
 

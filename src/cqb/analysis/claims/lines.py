@@ -24,10 +24,10 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from .claim_kinds import claim_kind
-from .formatting import format_interval, format_number
-from .summaries import binomial_interval
-from .verdict_rules import (BEYOND_MARGIN, FAILS, HOLDS, INCONCLUSIVE, NO_MARGIN, NO_SIZE, TIE, fail_level,
+from .kinds import claim_kind
+from ..formatting import format_interval, format_number
+from ..summaries import binomial_interval
+from ..verdict_rules import (BEYOND_MARGIN, FAILS, HOLDS, INCONCLUSIVE, NO_MARGIN, NO_SIZE, TIE, fail_level,
                             policy_dependent, size_label)
 
 POLICY_DEPENDENT = "policy-dependent"

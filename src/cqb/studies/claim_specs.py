@@ -1,6 +1,6 @@
 """The config side of the verdicts: claim specs, tuning set-up and checks.
 
-Pure functions of the validated config and the plan (:mod:`cqb.pipeline.experiments`),
+Pure functions of the validated config and the plan (:mod:`cqb.config.experiments`),
 so the workflow's rules stay thin and the checks are tested without Snakemake.
 """
 
@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..analysis.claims_registry import READING_FIELDS, ClaimSpec, Reading
-from .config_schema import instance_sweep_keys
-from .experiments import ConfigError, config_error, format_value, resolve_label
+from ..analysis.claims.registry import READING_FIELDS, ClaimSpec, Reading
+from ..analysis.curves import format_value
+from ..config.experiments import resolve_label
+from ..config.schema import instance_sweep_keys
+from ..errors import ConfigError, config_error
 
 
 def claim_specs(config: Mapping, plan) -> list[ClaimSpec]:
@@ -130,7 +132,7 @@ def second_stage_seeds(plan) -> set:
 def seed_uses(config: Mapping, plan, tuning_experiments, powered, confirmatory, multiverse=None) -> dict:
     """Every use of seeds of a config, each with its seeds, for :func:`check_seed_uses`:
     ``powered`` and ``confirmatory`` are their designs' claims, ``multiverse`` its design or None."""
-    from ..analysis.powered import powered_seeds
+    from ..analysis.powered_reading import powered_seeds
     from .confirmatory import confirmatory_seeds
     from .replication import replication_seeds
 
@@ -168,6 +170,6 @@ def registry_hash(config: Mapping) -> str:
     """The hash of the claims registry and the pre-registered design (the
     claims, margins, powered design, run-summary settings and calibration of
     the config), recorded in the claims tables' provenance."""
-    from .results import config_hash
+    from ..config.schema import config_hash
 
     return config_hash({key: config.get(key) for key in REGISTRY_SECTIONS})

@@ -18,10 +18,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..analysis.claim_lines import comparisons_in, interval_text, verdict_interval
-from ..analysis.claims import reading_mark_text
+from ..analysis.claims.lines import comparisons_in, interval_text, verdict_interval
+from ..analysis.claims.tables import reading_mark_text
 from ..analysis.multiverse import mark_text
-from .claims_summary import claims_summary_markdown  # noqa: F401 (the README's table, re-exported)
 
 # Sections in reading order: the paper's figures, then ours.
 SECTIONS = (

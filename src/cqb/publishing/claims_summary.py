@@ -1,5 +1,5 @@
 """The README's claims table and each claim's line, built from the claims
-tables only (:mod:`cqb.analysis.claim_lines` writes every cell): per claim the
+tables only (:mod:`cqb.analysis.claims.lines` writes every cell): per claim the
 verdict with the interval it used and its level, its size against δ, the
 replication result, the readings mark and Figure 8's mark; the headline
 counts holds, does not hold, tie, policy-dependent and inconclusive.
@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..analysis.claim_kinds import KINDS, claim_kind
-from ..analysis.claim_lines import (claim_sentence, comparison_words, comparisons_in, headline, headline_counts,
+from ..analysis.claims.kinds import KINDS, claim_kind
+from ..analysis.claims.lines import (claim_sentence, comparison_words, comparisons_in, headline, headline_counts,
                                     interval_text, level_text, policy_split_text, replication_text, size_text,
                                     verdict_interval)
-from ..analysis.claims import reading_mark_text
+from ..analysis.claims.tables import reading_mark_text
 from ..analysis.formatting import format_interval
 from ..analysis.multiverse import mark_text
 

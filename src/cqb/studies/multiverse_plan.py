@@ -8,13 +8,13 @@ from dataclasses import replace
 
 from ..analysis.multiverse import NO_CHANGE, Alternative, Multiverse, alternative_curves
 from ..errors import ConfigError, config_error
-from .experiments import Run, check_values, instance_id
+from ..config.experiments import Run, check_values, instance_id
 
 
 def multiverse_design(config: Mapping, plan, specs) -> Multiverse | None:
     """The ``multiverse`` block of a validated config as a design, checked
     against the plan and the claims (None when it lists no claim)."""
-    from ..analysis.powered import claim_units
+    from ..analysis.powered_reading import claim_units
 
     block = config.get("multiverse") or {}
     if not block.get("claims"):
@@ -57,7 +57,7 @@ def multiverse_design(config: Mapping, plan, specs) -> Multiverse | None:
 
 
 def multiverse_runs(multiverse: Multiverse) -> dict:
-    """The plan's Runs of the multiverse (run key → cqb.pipeline.experiments.Run),
+    """The plan's Runs of the multiverse (run key → cqb.config.experiments.Run),
     their parameters checked by the policies' dataclasses."""
     runs = {}
     for curve in multiverse.run_curves():

@@ -1,13 +1,14 @@
 """The published figures: the report page and the PNGs it shows, each
 shrunk to at most PUBLISHED_PNG_BYTES so that the README can show them
-inline (``cqb publish``, :mod:`cqb.pipeline.results`)."""
+inline (``cqb publish``, :mod:`cqb.publishing.published_results`)."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from ..io.files import atomic_write, atomic_write_text
+from ..sim.runfile import atomic_write
+from ..io.files import atomic_write_text
 
 PUBLISHED_PNG_BYTES = 200_000  # each published figure: small enough to show inline in the README
 

@@ -27,8 +27,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from .claim_kinds import MEAN, claim_kind
-from .power import Effect, comparison_power, mean_power, smallest_size, spread_from_interval
+from .claims.kinds import MEAN, claim_kind
+from .sample_size import Effect, comparison_power, mean_power, smallest_size, spread_from_interval
 from .summaries import binomial_bounds
 from .verdict_rules import (BEYOND_MARGIN, FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, TIE, correct_verdicts,
                             size_against_margin)

@@ -1,14 +1,14 @@
 """The replication study's config side (docs/verdicts.md, "The replication
 study"): every decided verdict of the published powered reading (and every
 decided per-policy verdict) judged again on fresh seeds, one look of a size
-set by a power analysis at a shrunken effect (:mod:`cqb.analysis.replication`),
+set by a power analysis at a shrunken effect (:mod:`cqb.analysis.replication_statistics`),
 registered before any of its runs.
 
 Each entry of ``replication.claims`` becomes a one-look
-:class:`cqb.analysis.powered.PoweredClaim` named ``{claim}__replication`` (a
+:class:`cqb.analysis.powered_reading.PoweredClaim` named ``{claim}__replication`` (a
 per-policy entry ``{claim}__{policy}__replication``, that policy's runs at
 every sweep value of the claim), so the powered reading's look machinery
-runs it. ``python -m cqb.pipeline.replication config/config.yaml`` reads the
+runs it. ``python -m cqb.studies.replication config/config.yaml`` reads the
 published tables (``replication.source``), prints the power analysis and
 writes it beside the config (``replication_power.json``): the registration's
 record of where each sample size comes from.
@@ -25,11 +25,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..analysis.powered import PoweredClaim, claim_units
-from ..analysis.replication import (Target, kind_bound, replication_rows, replication_targets,
+from ..analysis.powered_reading import PoweredClaim, claim_units
+from ..analysis.replication_statistics import (Target, kind_bound, replication_rows, replication_targets,
                                     target_analysis)
 from .confirmatory import entry_claim
-from .experiments import config_error
+from ..errors import config_error
 
 POWER_FILE = "replication_power.json"
 SOURCE_TABLES = ("claims_powered.tsv", "claims_per_policy.tsv", "claims_confirmatory.tsv", "fig8.tsv")

@@ -34,8 +34,9 @@ from pathlib import Path
 
 from ..analysis.formatting import format_interval
 from ..errors import ConfigError, config_error
+from ..analysis.curves import Curve
+from ..config.experiments import SWEEP_SYMBOLS, Run, check_values, expand_experiment
 from ..presentation import display_name
-from .experiments import SWEEP_SYMBOLS, Curve, Run, check_values, expand_experiment
 
 # what a claim or a table calls a metric of cqb.analysis.summaries
 METRIC_WORDS = {"mean_regret": "mean regret", "tail_regret": "tail regret",
@@ -226,14 +227,14 @@ def _cells(runs):
 def paired_comparison(rows, candidate: str, other: str, metric: str, name: str, experiment: str, value: str):
     """Paired by seed, mean of (other − candidate) of ``metric`` with its
     bootstrap interval and verdict (holds: the candidate is lower): the
-    ``best`` check of cqb.analysis.claims on the two policies alone."""
-    from ..analysis.claim_kinds import BEST, check_best
-    from ..analysis.claims_registry import ClaimSpec
+    ``best`` check (cqb.analysis.claims.kinds) on the two policies alone."""
+    from ..analysis.claims.kinds import BEST, check_claim
+    from ..analysis.claims.registry import ClaimSpec
 
     pair = rows[rows["policy"].isin([candidate, other])]
     spec = ClaimSpec(name=name, statement="", kind=BEST, experiment=experiment, policies=(candidate,),
                      metric=metric, sweep_values=(value,) if value != "" else ())
-    return check_best(pair, spec)
+    return check_claim(pair, spec)
 
 
 def _check_seeds(rows, candidate: str, experiment: str, value: str) -> None:
@@ -255,7 +256,7 @@ def leaderboard(runs: Mapping[str, "pd.DataFrame"], candidates: Sequence[str], m
     import numpy as np
     import pandas as pd
 
-    from ..analysis.claim_statistics import bootstrap_mean_interval
+    from ..analysis.claims.statistics import bootstrap_mean_interval
 
     display_names = display_names or {}
     rows = []
@@ -297,14 +298,14 @@ def candidate_claims(runs: Mapping[str, "pd.DataFrame"], candidates: Sequence[st
                      cell_keys: Mapping | None = None):
     """Claims "<candidate> has lower <metric> than <baseline> on <experiment>
     (at <sweep value>)", one per candidate, baseline, experiment and sweep
-    value, in the claims table's columns (cqb.analysis.claims.CLAIM_COLUMNS) and the
+    value, in the claims table's columns (cqb.analysis.claims.registry.CLAIM_COLUMNS) and the
     candidate's and the baseline's labels. ``cell_keys``: (experiment, sweep
     value) → what identifies its runs (instance, horizon, seeds); a cell with
     the runs of an earlier one (the base instance inside each sweep) is the
     same comparison and is claimed once, under the first experiment."""
     import pandas as pd
 
-    from ..analysis.claims_registry import CLAIM_COLUMNS
+    from ..analysis.claims.registry import CLAIM_COLUMNS
 
     display_names = display_names or {}
     cell_keys = cell_keys or {}

@@ -22,7 +22,7 @@ every verdict rule is in :mod:`cqb.analysis.verdict_rules`). Every check takes t
 interval level ``confidence`` and the margin ``margin``, so the powered
 reading (:mod:`cqb.powered`) evaluates the same statistics at its own levels.
 
-Kinds of check (``ClaimSpec.kind``; each is a row of :mod:`cqb.analysis.claim_kinds`):
+Kinds of check (``ClaimSpec.kind``; each is a row of :mod:`cqb.analysis.claims.kinds`):
 
 ``grows``
     the policy's queue grows: per run, the least-squares slope of Q(t) over
@@ -61,8 +61,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .summaries import binomial_interval
-from .verdict_rules import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, TIE, combine, comparison_verdict, decisive, fail_level
+from ..summaries import binomial_interval
+from ..verdict_rules import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, TIE, combine, comparison_verdict, decisive, fail_level
 
 
 @dataclass(frozen=True)

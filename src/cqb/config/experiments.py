@@ -1,7 +1,7 @@
 """The experiment model: from the validated config to runs, curves and figures.
 
 The workflow (``workflow/rules/common.smk``) calls
-:func:`cqb.pipeline.config_schema.validate_config` and :func:`build_plan` once at parse time; everything here is a pure function of
+:func:`cqb.config.schema.validate_config` and :func:`build_plan` once at parse time; everything here is a pure function of
 the config dict, so it is tested without Snakemake (tests/test_pipeline_experiments.py).
 
 * A :class:`Run` is one (instance, horizon, policy label) with its seeds: one
@@ -12,7 +12,7 @@ the config dict, so it is tested without Snakemake (tests/test_pipeline_experime
   their legends; :mod:`cqb.figures.plotting` draws it from the aggregate tables.
 
 Policy parameters have one source of truth, the registry's parameter
-dataclasses: :mod:`cqb.pipeline.config_schema` derives their part of the config schema
+dataclasses: :mod:`cqb.config.schema` derives their part of the config schema
 (types from the annotations), and their values are checked by the dataclass
 itself (``resolve_params``) when the runs are built.
 
@@ -25,11 +25,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from ..analysis.curves import Curve, format_value  # noqa: F401 (the plan's curves; format_value re-exported)
+from ..analysis.curves import Curve, format_value
 from ..errors import ConfigError, config_error
 from ..presentation import display_name
 from ..sim.streams import family_of, shift_round, stream_kind, stream_params
-from .config_schema import SWEPT_INSTANCE_KEYS, _registry, instance_sweep_keys, parameter_fields
+from .schema import SWEPT_INSTANCE_KEYS, _registry, instance_sweep_keys, parameter_fields
 
 
 # ---------------------------------------------------------------- names

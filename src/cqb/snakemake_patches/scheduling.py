@@ -39,7 +39,7 @@ quarter of Snakemake's own CPU in a py-spy profile of the full run.
 :func:`skip_unread_input_sizes` (config ``execution.skip_unread_input_sizes``)
 skips the update where the selector is greedy with that setting.
 
-What the workflow changes in Snakemake's jobs: :mod:`cqb.pipeline.job_patches`.
+What the workflow changes in Snakemake's jobs: :mod:`cqb.snakemake_patches.job_patches`.
 
 Each patch replaces a private method or property, so it first checks that
 it is the one it was written for (its parameters and the names its code

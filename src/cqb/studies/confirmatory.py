@@ -1,13 +1,13 @@
 """The confirmatory study's config side (docs/verdicts.md, "The confirmatory
 study"): a claim left undecided at the powered reading's cap, for one policy,
 judged once more on fresh seeds, in one look of a sample size set by a power
-analysis (:mod:`cqb.analysis.power`) at its own α, all registered before any
+analysis (:mod:`cqb.analysis.sample_size`) at its own α, all registered before any
 of its runs.
 
 Each entry of ``confirmatory.claims`` becomes a
-:class:`cqb.analysis.powered.PoweredClaim` of one look named
+:class:`cqb.analysis.powered_reading.PoweredClaim` of one look named
 ``{claim}__{policy}``, so the powered reading's look and table machinery
-runs it. ``python -m cqb.pipeline.confirmatory config/config.yaml`` prints the
+runs it. ``python -m cqb.studies.confirmatory config/config.yaml`` prints the
 power analysis and writes it beside the config (``confirmatory_power.json``),
 the registration's record of where each sample size comes from; with
 ``--current``, the same study's power on today's core's published numbers
@@ -22,9 +22,10 @@ from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from ..analysis.power import power_analysis
-from ..analysis.powered import PoweredClaim, claim_units
-from .experiments import config_error, format_value
+from ..analysis.sample_size import power_analysis
+from ..analysis.powered_reading import PoweredClaim, claim_units
+from ..errors import config_error
+from ..analysis.curves import format_value
 
 POWER_FILE = "confirmatory_power.json"
 CURRENT_FILE = "confirmatory_power_current.json"
@@ -94,7 +95,7 @@ def confirmatory_seeds(claims: Mapping[str, PoweredClaim]) -> set[int]:
 def today_effects(entry: Mapping, powered) -> list[dict]:
     """The entry's observed comparisons as the published powered table of
     today's core reports them at the cap (``powered``: claims_powered.tsv)."""
-    from ..analysis.replication import powered_comparisons
+    from ..analysis.replication_statistics import powered_comparisons
 
     row = powered[powered["claim"] == entry["name"]].iloc[0]
     by_key = {c.key: c for c in powered_comparisons(row)}
@@ -112,7 +113,7 @@ def current_analysis(config: Mapping, root: Path) -> dict:
     so by the union bound it errs with probability at most their sum."""
     import pandas as pd
 
-    from ..analysis.power import Effect, claim_power, comparison_power
+    from ..analysis.sample_size import Effect, claim_power, comparison_power
 
     confirmatory = config.get("confirmatory") or {}
     alpha = float(confirmatory.get("alpha", 0.05))

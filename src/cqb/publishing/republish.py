@@ -25,7 +25,7 @@ from ..io.files import atomic_write_text
 
 
 def _config(root: Path) -> dict:
-    from .config_schema import validate_config, validate_with_defaults
+    from ..config.schema import validate_config, validate_with_defaults
 
     config = yaml.safe_load((root / "config" / "config.yaml").read_text())
     config.update(yaml.safe_load((root / "config" / "datasets.yaml").read_text()))
@@ -45,14 +45,16 @@ def rebuild(folder: Path, readme: Path, root: Path, draw_fig8=None) -> list[str]
     ``draw_fig8(multiverse, cells, marks, folder, title)``, when given, draws
     Figure 8 again and returns its path (the figures sit above this layer:
     ``cqb.figures.multiverse_plot.redraw_published``)."""
-    from ..analysis.claim_lines import claims_design, design_of
-    from ..analysis.claims import claims_markdown, readings_markdown, readings_table, with_marks, READINGS_HEADER
+    from ..analysis.claims.lines import claims_design, design_of
+    from ..analysis.claims.tables import claims_markdown, readings_markdown, readings_table, with_marks, READINGS_HEADER
     from ..analysis.multiverse import claim_marks, render_markdown
-    from .experiments import build_plan
-    from .multiverse_plan import multiverse_design
+    from ..config.experiments import build_plan
+    from ..studies.multiverse_plan import multiverse_design
     from .report import report_html
-    from .results import DOCS_BLOCKS, block_text, provenance_line, readme_summary, splice, summary_record
-    from .verdicts import claim_specs, registry_hash
+    from .published_results import DOCS_BLOCKS, block_text, readme_summary, summary_record
+    from .provenance import provenance_line
+    from .splicing import splice
+    from ..studies.claim_specs import claim_specs, registry_hash
 
     config = _config(root)
     record = json.loads((folder / "provenance.json").read_text())

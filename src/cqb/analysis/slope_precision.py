@@ -2,7 +2,7 @@
 chosen precision at least cost (:func:`seeds_for_slope_width`, from a
 pilot's per-run variances by the delta method), what resolving an
 unresolved slope would cost (:func:`resolution_costs`), and the table
-``python -m cqb.analysis.rates_power PILOT_RUNS_TSV [CONFIG_YAML]`` prints.
+``python -m cqb.analysis.slope_precision PILOT_RUNS_TSV [CONFIG_YAML]`` prints.
 The estimator and the slope fit are :mod:`cqb.analysis.rates`.
 """
 
@@ -197,7 +197,7 @@ def configured_seeds(config: Mapping, experiments: Iterable[str]) -> dict:
 
 
 def main(argv=None) -> int:
-    """python -m cqb.analysis.rates_power PILOT_RUNS_TSV [CONFIG_YAML]: the power analysis table."""
+    """python -m cqb.analysis.slope_precision PILOT_RUNS_TSV [CONFIG_YAML]: the power analysis table."""
     import sys
 
     import pandas as pd
@@ -205,7 +205,7 @@ def main(argv=None) -> int:
 
     argv = sys.argv[1:] if argv is None else argv
     if not argv:
-        print("usage: python -m cqb.analysis.rates_power PILOT_RUNS_TSV [CONFIG_YAML]", file=sys.stderr)
+        print("usage: python -m cqb.analysis.slope_precision PILOT_RUNS_TSV [CONFIG_YAML]", file=sys.stderr)
         return 2
     runs = pd.read_csv(argv[0], sep="\t", dtype={"experiment": str, "policy": str})
     runs["stalled"] = runs["stalled"].astype(str).str.lower().isin(("true", "1"))

@@ -11,15 +11,27 @@ registry's parameter dataclasses (plugins included) and ``summaries`` from
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 import types
 import typing
 from collections.abc import Mapping
 from dataclasses import MISSING, fields
 
-from ..errors import ConfigError, config_error  # noqa: F401 (validate_config raises it; callers catch it from here)
+from ..errors import ConfigError, config_error
 
-# instance keys a sweep may vary, in instance-id order (cqb.pipeline.experiments names them)
+# instance keys a sweep may vary, in instance-id order (cqb.config.experiments names them)
 SWEPT_INSTANCE_KEYS = ("n_servers", "dim", "arrival_rate", "slack", "min_accept_rate")
+
+# The config's group of switches for how jobs run (the run server, the
+# scheduler patch), not what they compute: not part of the config hash.
+EXECUTION_KEY = "execution"
+
+
+def config_hash(config: dict) -> str:
+    science = {key: value for key, value in config.items() if key != EXECUTION_KEY}
+    text = json.dumps(science, sort_keys=True, default=str, ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def instance_sweep_keys() -> tuple[str, ...]:

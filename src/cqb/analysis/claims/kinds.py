@@ -1,7 +1,7 @@
 """The claim kinds, one row each: everything that makes a kind itself.
 
 A :class:`ClaimKind` holds a kind's check (its statistic, in
-:mod:`cqb.analysis.claim_statistics`), the side and threshold its verdict is
+:mod:`cqb.analysis.claims.statistics`), the side and threshold its verdict is
 judged against, how the calibration study (:mod:`cqb.analysis.calibration`)
 draws its per-seed values and centres them for the null, and what its
 equivalence margin δ (``claim_margins``) means. Every other module looks a
@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .claim_statistics import (_against_reference, _best, _converges, _drops, _groups, _grows, _ordered, _stall_rate,
-                               _typical_below, ClaimResult, drop_from_peak, reference_differences, summarise)
+from .statistics import (_against_reference, _best, _converges, _drops, _groups, _grows, _ordered, _stall_rate,
+                         _typical_below, ClaimResult, drop_from_peak, reference_differences, summarise)
 
 # how the calibration resamples a kind's per-seed values and centres them for its null
 MEAN = "mean"  # a mean, moved onto the threshold
@@ -135,10 +135,3 @@ def claim_comparisons(runs, spec, confidence=0.95, margin=0.0, fail_confidence=N
 def check_claim(runs, spec, confidence=0.95, margin=0.0, fail_confidence=None) -> ClaimResult:
     return summarise(spec, *claim_comparisons(runs, spec, confidence, margin, fail_confidence))
 
-
-def _check(runs, spec, confidence=0.95, margin=0.0):
-    return check_claim(runs, spec, confidence, margin)
-
-
-# one name per kind, as callers read them; each dispatches on spec.kind
-check_grows = check_converges = check_ordered = check_best = check_drops = check_stall_rate = _check

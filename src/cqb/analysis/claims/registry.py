@@ -1,20 +1,19 @@
 """The claims registry's types: a claim (:class:`ClaimSpec`) with its named
 alternative readings (:class:`Reading`); its kind is a row of
-:mod:`cqb.analysis.claim_kinds`, and what a check returns
+:mod:`cqb.analysis.claims.kinds`, and what a check returns
 (:class:`ClaimResult`, one interval :class:`Comparison`) is in
-:mod:`cqb.analysis.claim_statistics`.
+:mod:`cqb.analysis.claims.statistics`.
 
 The registry itself is the ``claims:`` section of ``config/config.yaml``
 (docs/verdicts.md, "The claims registry"), read into ClaimSpecs by
-:func:`cqb.pipeline.verdicts.claim_specs`.
+:func:`cqb.studies.claim_specs.claim_specs`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .claim_kinds import KINDS
-from .claim_statistics import ClaimResult, Comparison  # noqa: F401  (what a check returns)
+from .kinds import KINDS
 
 METRICS = ("final_regret", "tail_regret", "mean_regret", "early_regret", "peak_round", "peak_queue",
            "late_slope", "full_slope", "time_to_optimal", "explore_rounds")
