@@ -125,7 +125,12 @@ def handoff_table(results: dict, jobs: int, rounds: int, load: tuple) -> str:
 
 PHASES_SCRIPT = r"""
 import gc, json, os, resource, statistics, sys, time
-from cqb import cli
+try:  # what a worker runs: `cqb run` itself
+    from cqb.jobs import run_command as command
+    parser, run = "run_parser", lambda argv: command.main(argv[1:])
+except ImportError:  # an older tree: the command line
+    from cqb import cli as command
+    parser, run = "command_parser" if hasattr(command, "command_parser") else "build_parser", command.main
 try:
     from cqb.jobs import server as run_server
 except ImportError:  # an older tree
@@ -151,7 +156,7 @@ for index in range(int(sys.argv[2]) + 1):
     if pid == 0:
         os.close(read)
         spent = {}
-        timed(cli, "command_parser" if hasattr(cli, "command_parser") else "build_parser", "parser", spent)
+        timed(command, parser, "parser", spent)
         timed(simulate, "instance_from_spec", "instance", spent)
         timed(simulate, "draw_trace", "trace", spent)
         timed(simulate, "play", "policy", spent)
@@ -159,7 +164,7 @@ for index in range(int(sys.argv[2]) + 1):
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, 2)
         started = time.process_time()
-        cli.main(argv)
+        run(argv)
         spent["all"] = time.process_time() - started
         spent["page faults"] = resource.getrusage(resource.RUSAGE_SELF).ru_minflt / 1000
         os.write(write, json.dumps(spent).encode())

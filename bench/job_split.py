@@ -26,7 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from cqb.cli import main as cqb_main, pin_blas_to_one_thread
+from cqb.cli import main as cqb_main
+from cqb.jobs.run_command import pin_blas_to_one_thread
 from cqb.config.experiments import BASE_INSTANCE
 
 from . import trees
@@ -77,7 +78,11 @@ def split(policy: str, horizon: int, seeds: list[int], instance: dict, scratch: 
 # The drawn job of another checkout, timed the same way in its own process.
 BASELINE_SCRIPT = """
 import json, sys, time
-from cqb.cli import main, pin_blas_to_one_thread
+from cqb.cli import main
+try:
+    from cqb.jobs.run_command import pin_blas_to_one_thread
+except ImportError:  # an older tree
+    from cqb.cli import pin_blas_to_one_thread
 pin_blas_to_one_thread()
 from cqb.sim import simulate
 inner, spent = simulate.run_policy, []

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cqb.cli import BLAS_THREAD_VARIABLES
+from cqb.jobs.run_command import BLAS_THREAD_VARIABLES
 from cqb.config.experiments import BASE_INSTANCE
 
 from . import trees

@@ -37,7 +37,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cqb.cli import BLAS_THREAD_VARIABLES
+from cqb.jobs.run_command import BLAS_THREAD_VARIABLES
 from cqb.config.experiments import BASE_INSTANCE
 from cqb.policies import builtin_policies
 

@@ -31,7 +31,11 @@ from . import trees
 LOOP_START_LINE = "cqb: loop start "
 CLI_SCRIPT = (
     "import sys, time\n"
-    "from cqb.cli import main, pin_blas_to_one_thread\n"
+    "from cqb.cli import main\n"
+    "try:\n"
+    "    from cqb.jobs.run_command import pin_blas_to_one_thread\n"
+    "except ImportError:  # an older tree\n"
+    "    from cqb.cli import pin_blas_to_one_thread\n"
     "pin_blas_to_one_thread()\n"
     "import cqb.sim.simulate as simulate\n"
     "inner = simulate.run_policy\n"

@@ -7,7 +7,9 @@ import sys
 import numpy as np
 import pytest
 
-from cqb.cli import STALE_SWEPT_VARIABLE, main, remove_stale_temporaries
+from cqb.cli import main
+from cqb.jobs.client import STALE_SWEPT_VARIABLE
+from cqb.jobs.run_command import remove_stale_temporaries
 from cqb.io.files import sweep_stale_temporaries
 from cqb.sim.runfile import atomic_write, load_run
 
@@ -246,16 +248,16 @@ def test_cli_parsing_imports_neither_numpy_nor_the_policies():
 
 def test_the_parser_built_once_keeps_nothing_of_an_earlier_parse():
     """The run server parses once in its preload and each fork parses again
-    with the same parser object (cqb.cli.command_parser)."""
-    from cqb.cli import command_parser
+    with the same parser object (cqb.jobs.run_command.run_parser)."""
+    from cqb.jobs.run_command import run_parser
 
-    parser = command_parser()
-    first = parser.parse_args(["run", "--policy", "cqb_eps", "--seed", "1", "--set", "tau=4", "--out", "a.npz"])
-    second = parser.parse_args(["run", "--policy", "random", "--seed", "2", "--out", "b.npz"])
-    assert command_parser() is parser
+    parser = run_parser()
+    first = parser.parse_args(["--policy", "cqb_eps", "--seed", "1", "--set", "tau=4", "--out", "a.npz"])
+    second = parser.parse_args(["--policy", "random", "--seed", "2", "--out", "b.npz"])
+    assert run_parser() is parser
     assert first.set == ["tau=4"] and second.set == [] and second.horizon == 5000 and second.params == "{}"
-    assert vars(second) == vars(command_parser.__wrapped__().parse_args(
-        ["run", "--policy", "random", "--seed", "2", "--out", "b.npz"]))
+    assert vars(second) == vars(run_parser.__wrapped__().parse_args(
+        ["--policy", "random", "--seed", "2", "--out", "b.npz"]))
 
 
 def test_cli_run_uses_one_blas_thread_without_threadpoolctl(tmp_path):
@@ -295,7 +297,7 @@ import abc, collections.abc, os, signal, sys
 print([line for line in open("/proc/self/status") if line.startswith(("SigIgn", "SigBlk"))], file=sys.stderr)
 signal.signal(signal.SIGINT, signal.default_int_handler)
 signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-from cqb.cli import load_compiled_modules
+from cqb.jobs.run_command import load_compiled_modules
 register = abc.ABCMeta.register
 def interrupted(cls, subclass):
     if cls is collections.abc.Sequence and subclass.__name__ == "_memoryviewslice":
@@ -319,7 +321,7 @@ def test_a_ctrl_c_while_a_compiled_module_loads_is_not_lost():
 
 
 def test_loading_the_compiled_modules_restores_the_signal_mask():
-    code = ("import signal; from cqb.cli import load_compiled_modules; "
+    code = ("import signal; from cqb.jobs.run_command import load_compiled_modules; "
             "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1}); load_compiled_modules(); "
             "print(sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, set())))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

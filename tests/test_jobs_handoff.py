@@ -202,13 +202,13 @@ ISOLATION_SCRIPT = r"""
 import json, os, socket, sys, warnings
 from cqb.jobs import worker
 
-class FakeCli:
+class FakeRunCommand:  # cqb.jobs.run_command's main: the arguments after `run`
     def main(argv):
-        print("ran", argv[1], os.getcwd(), oct(os.umask(0)), os.environ.get("CQB_TEST_VAR"), flush=True)
+        print("ran", argv[0], os.getcwd(), oct(os.umask(0)), os.environ.get("CQB_TEST_VAR"), flush=True)
         warnings.warn("a warning each run shows")
-        if argv[1] == "crash":
+        if argv[0] == "crash":
             raise RuntimeError("a bug")
-        return int(argv[2])
+        return int(argv[1])
 
 folder = sys.argv[1]
 results = []
@@ -220,7 +220,7 @@ for number, (word, code, umask, env) in enumerate([("first", "0", 0o027, {"CQB_T
     err = os.open(os.path.join(folder, word + ".err"), os.O_WRONLY | os.O_CREAT, 0o644)
     request = {"argv": ["run", word, code], "cwd": os.path.join(folder, word), "umask": umask,
                "env": {**{k: v for k, v in os.environ.items() if k != "CQB_TEST_VAR"}, **env}}
-    results.append([*worker._run_job(ours, request, [out, err], FakeCli), job.recv(100).decode(),
+    results.append([*worker._run_job(ours, request, [out, err], FakeRunCommand), job.recv(100).decode(),
                     os.readlink("/proc/self/fd/1"), os.readlink("/proc/self/fd/2")])
 print(json.dumps(results), file=open(os.path.join(folder, "results.json"), "w"))
 """
@@ -438,14 +438,13 @@ sys.exit(server.main(sys.argv[1:]))
 # The server killed by its worker just after the run's last log line; the worker dies with it.
 SERVER_KILLED_AFTER_THE_LAST_LINE = """
 import os, signal, sys, time
-from cqb import cli
-from cqb.jobs import server
-wrote = cli._wrote
+from cqb.jobs import run_command, server
+wrote = run_command._wrote
 def wrote_then_kill_the_server(*args):
     wrote(*args)
     os.kill(os.getppid(), signal.SIGKILL)
     time.sleep(60)
-cli._wrote = wrote_then_kill_the_server
+run_command._wrote = wrote_then_kill_the_server
 sys.exit(server.main(sys.argv[1:]))
 """
 
@@ -754,7 +753,7 @@ def test_a_forked_run_imports_no_compiled_module(tmp_path):
     """After the server's preload a run, its trace drawn or read from the
     cache, loads no extension module: none of their imports (numpy.random's
     nine take ~18 ms) is paid per job, and no Ctrl-C can land in one
-    (cqb.cli.load_compiled_modules)."""
+    (cqb.jobs.run_command.load_compiled_modules)."""
     code = f"""
 import json, sys
 from cqb.jobs.worker import preload

@@ -120,11 +120,11 @@ def sweep_simulation_folders():
 def sweep_run_files():
     """A local run sweeps the simulation folders before any job starts, and
     tells its jobs so (they then skip the listing of their output's folder,
-    cqb.cli.remove_stale_temporaries). Not under a cluster executor: a job of
+    cqb.jobs.run_command.remove_stale_temporaries). Not under a cluster executor: a job of
     an earlier, killed Snakemake may still be writing there."""
     import os
 
-    from cqb.cli import STALE_SWEPT_VARIABLE
+    from cqb.jobs.client import STALE_SWEPT_VARIABLE
 
     os.environ.pop(STALE_SWEPT_VARIABLE, None)  # an outer run's
     if workflow.local_exec:

@@ -10,20 +10,19 @@ import socket
 import struct
 
 from .client import RUN_CLIENT_VARIABLE, RUN_FALLBACK_VARIABLE, RUN_SERVER_VARIABLE
+from .run_command import BLAS_THREAD_VARIABLES
 
 _PEER_CREDENTIALS = struct.Struct("3i")  # struct ucred: pid, uid, gid
 # Read by the interpreter, the dynamic loader, the C library or a numeric
 # library when a process starts (or imports numpy): a fork of the server
 # cannot take the job's value. The BLAS thread counts are not here: `cqb run`
-# sets them itself (cqb.cli.pin_blas_to_one_thread), in-process as in a fork.
+# sets them itself (cqb.jobs.run_command.pin_blas_to_one_thread), in-process as in a fork.
 FIXED_AT_START_PREFIXES = ("PYTHON", "LD_", "LC_", "MALLOC_", "GLIBC_", "NPY_", "NUMPY_")
 FIXED_AT_START_NAMES = ("LANG", "LANGUAGE", "VIRTUAL_ENV", "CONDA_PREFIX", "VECLIB_MAXIMUM_THREADS")
 RUNTIME_VARIABLES = (RUN_SERVER_VARIABLE, RUN_CLIENT_VARIABLE, RUN_FALLBACK_VARIABLE)
 
 
 def fixed_at_start(name: str) -> bool:
-    from ..cli import BLAS_THREAD_VARIABLES
-
     if name in BLAS_THREAD_VARIABLES:
         return False
     return name.startswith(FIXED_AT_START_PREFIXES) or name in FIXED_AT_START_NAMES or name.endswith("_NUM_THREADS")

@@ -52,7 +52,7 @@ LOST_AFTER_START = 75
 SNAKEMAKE_THREAD_VARIABLES = ("OMP_NUM_THREADS", "GOTO_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                               "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
 WENT_AWAY = "cqb: the run server went away; running in this process"
-# The folder the workflow swept of stale temporaries (cqb.cli.
+# The folder the workflow swept of stale temporaries (cqb.jobs.run_command.
 # remove_stale_temporaries); a job whose forked run died unsets it, so that its
 # own run removes the dead run's temporary.
 STALE_SWEPT_VARIABLE = "CQB_STALE_SWEPT"

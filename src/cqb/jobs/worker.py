@@ -37,12 +37,12 @@ def preload() -> str:
     """Import everything a run needs, once, in the server, and build the
     command line's parser; the code hash is taken now, so it describes the
     code the children actually run."""
-    from .. import cli
+    from . import run_command
 
-    cli.pin_blas_to_one_thread()  # before numpy: the children inherit one BLAS thread
+    run_command.pin_blas_to_one_thread()  # before numpy: the children inherit one BLAS thread
     # numpy.random (nine Cython modules, ~18 ms) and the core: a run imports no compiled module,
-    # so it pays no such import and a Ctrl-C cannot land in one (cli.load_compiled_modules)
-    cli.load_compiled_modules()
+    # so it pays no such import and a Ctrl-C cannot land in one (run_command.load_compiled_modules)
+    run_command.load_compiled_modules()
     from ..sim import runfile, simulate  # noqa: F401
     from ..sim.code_hash import simulation_code_hash
     from ..sim.policies import registered_policies
@@ -54,8 +54,8 @@ def preload() -> str:
     core()
     # Each child parses with its own copy of this parser; one parse of a job's
     # command line here also leaves argparse's compiled patterns cached.
-    cli.command_parser().parse_args(["run", "--instance-spec", "{}", "--policy", "oracle", "--params", "{}",
-                                     "--horizon", "1", "--seed", "0", "--code-hash", "x", "--out", "x.npz"])
+    run_command.run_parser().parse_args(["--instance-spec", "{}", "--policy", "oracle", "--params", "{}",
+                                         "--horizon", "1", "--seed", "0", "--code-hash", "x", "--out", "x.npz"])
     return simulation_code_hash()
 
 
@@ -99,11 +99,11 @@ def work(server, server_pid: int, channel: socket.socket, connection: socket.soc
     for worker in server.children.values():  # else a retired worker would never see its socket close
         worker.channel.close()
         _close(worker.stderr)
-    from .. import cli
+    from . import run_command
 
     runs = 0
     while True:
-        code, reusable = _run_job(connection, request, fds, cli)
+        code, reusable = _run_job(connection, request, fds, run_command)
         runs += 1
         more = reusable and runs < server.worker_runs
         try:  # before ENDED: a job that has ended may close, and the server must know by then the run is over
@@ -123,12 +123,12 @@ def work(server, server_pid: int, channel: socket.socket, connection: socket.soc
             return 0
         connection = socket.socket(fileno=fds[0])
         fds, request = fds[1:], json.loads(message)
-        cli.run_cpu_origin = time.process_time()  # the run's CPU, not the worker's so far
+        run_command.run_cpu_origin = time.process_time()  # the run's CPU, not the worker's so far
 
 
-def _run_job(connection: socket.socket, request: dict, fds: list[int], cli) -> tuple[int, bool]:
+def _run_job(connection: socket.socket, request: dict, fds: list[int], command) -> tuple[int, bool]:
     """One job in the worker: the job's stdio, folder, umask and environment;
-    STARTED; `cqb run` as in a process of its own; the job's stdio let go and
+    STARTED; `cqb run` (``command``: cqb.jobs.run_command) as in a process of its own; the job's stdio let go and
     its status sent (if the run has not sent it). Its exit code, and whether
     the worker may take another."""
     import warnings
@@ -150,7 +150,7 @@ def _run_job(connection: socket.socket, request: dict, fds: list[int], cli) -> t
         return 1, True
     # The job's connection stays open until ENDED (_end): closed without a status, it tells the job that
     # this process has ended, run and all, and the job may run again in a process of its own. A run that
-    # wrote its output sends the status before its last log line (cli.before_last_line): a kill after
+    # wrote its output sends the status before its last log line (run_command.before_last_line): a kill after
     # that line then leaves the job its status, not a second run.
     connection.send(STARTED)
     status = []
@@ -163,12 +163,12 @@ def _run_job(connection: socket.socket, request: dict, fds: list[int], cli) -> t
             except OSError:
                 pass  # the job has gone
 
-    cli.before_last_line = lambda: send_status(0)
+    command.before_last_line = lambda: send_status(0)
     reusable = True
     try:
         # the filters as the run found them, and a warning shown again in each run's log
         with warnings.catch_warnings():
-            code = cli.main(list(request["argv"]))
+            code = command.main(list(request["argv"][1:]))  # after `run` (admission checked it)
     except SystemExit as exit:  # as the interpreter ends a `cqb run` of its own
         code = _exit_code(exit)
     except KeyboardInterrupt:  # as the interpreter does: the traceback, then death by SIGINT
@@ -184,7 +184,7 @@ def _run_job(connection: socket.socket, request: dict, fds: list[int], cli) -> t
 
         traceback.print_exc()
         code, reusable = 1, False  # what it left behind is unknown: no run after it here
-    cli.before_last_line = None
+    command.before_last_line = None
     _flush()
     _release_stdio(null)
     code = code if isinstance(code, int) else 0
