@@ -390,7 +390,7 @@ def test_aggregates_are_identical_with_one_and_two_cores(smoke_run, tmp_path):
             (workdir / SMOKE_RESULTS / "figures" / name).read_bytes(), name
 
 
-# Each refusal and its message: tests/test_pipeline_experiments.py, without
+# Each refusal and its message: tests/test_config_experiments.py, without
 # Snakemake; here one of each kind (an instance value, a policy name, a
 # parameter's type) through the workflow, to its exit code and output.
 @pytest.mark.parametrize("override, key, value", [

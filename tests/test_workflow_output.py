@@ -190,7 +190,7 @@ def test_the_full_config_builds_every_figure_from_the_designs_runs(forced_dry_ru
     # fig6: CQB-Opt and CQB-ε × 4×10 (c_β ≠ each one's default; the oracle and the defaults are the base runs);
     # fig5: 3 policies × (120 + 60 + 30 + 30 + 60) base − the 2×10 base runs at T = 5000,
     # and 3 × (30 + 10 + 10 + 10 + 20) at K = 9; fig4: 3×8×10; tuning 7×5×30 and the
-    # stall check 5×200; Figure 7's cells 1880 (as in tests/test_pipeline_experiments.py); the powered
+    # stall check 5×200; Figure 7's cells 1880 (as in tests/test_config_experiments.py); the powered
     # reading's first look (later looks and the tuning's stage 2 wait for their checkpoints):
     # stall_rate_defaults 5×400 on seeds 60000–60399, and 20 seeds of every other unit not among
     # those (Random on the base instance, 2×2 at ϵ ≠ 0.1, 2×3 at K ≠ 5, 2×3 at d ≠ 5, 3×7 real-data)

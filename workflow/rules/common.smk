@@ -1,6 +1,6 @@
 # Config loading and thin input functions. The experiment model (runs,
 # curves, figure specs) is the package's: cqb.config.experiments, tested without
-# Snakemake in tests/test_pipeline_experiments.py.
+# Snakemake in tests/test_config_experiments.py.
 
 import inspect
 import json

@@ -80,28 +80,9 @@ def patch_scheduler():
     selector that never reads them; a job's inputs mapped to their producers
     once per prepare; a job's shell command formatted once, a function's
     signature read once."""
-    from cqb.snakemake_patches.job_patches import index_input_producers, memoize_shell_commands, memoize_signatures
-    from cqb.snakemake_patches.scheduling import (
-        coalesce_rescheduling,
-        defer_remaining_jobs,
-        sample_ready_jobs,
-        skip_unread_input_sizes,
-    )
+    from cqb.snakemake_patches.switches import apply_patches
 
-    for switch, patch, patched, what in (
-        ("coalesce_rescheduling", coalesce_rescheduling, "JobScheduler", "timer"),
-        ("defer_remaining_jobs", defer_remaining_jobs, "JobScheduler", "remaining-jobs"),
-        ("sample_ready_jobs", sample_ready_jobs, "JobScheduler", "ready-jobs"),
-        ("skip_unread_input_sizes", skip_unread_input_sizes, "JobScheduler", "input-sizes"),
-        ("index_input_producers", index_input_producers, "Job", "input-producers"),
-        ("memoize_shell_commands", memoize_shell_commands, "Job", "shell-command"),
-        ("memoize_signatures", memoize_signatures, "get_function_params", "signature"),
-    ):
-        if config["execution"][switch] and not patch():
-            print(
-                f"cqb: this Snakemake's {patched} is not the one the {what} patch was written for; left as it is",
-                file=sys.stderr,
-            )
+    apply_patches(config["execution"])  # one line on stderr for each that stands down
 
 
 def sweep_simulation_folders():

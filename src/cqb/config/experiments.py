@@ -2,7 +2,7 @@
 
 The workflow (``workflow/rules/common.smk``) calls
 :func:`cqb.config.schema.validate_config` and :func:`build_plan` once at parse time; everything here is a pure function of
-the config dict, so it is tested without Snakemake (tests/test_pipeline_experiments.py).
+the config dict, so it is tested without Snakemake (tests/test_config_experiments.py).
 
 * A :class:`Run` is one (instance, horizon, policy label) with its seeds: one
   run file per seed. Runs shared by several experiments are one Run.

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from conftest import REPO
-from test_analysis_power import _same_to_rounding
+from test_analysis_sample_size import _same_to_rounding
 from cqb.analysis.sample_size import mean_power, smallest_size, spread_from_interval
 from cqb.analysis.replication_statistics import (CONTRADICTED, NOT_REPLICATED, REPLICATED, Observed, parse_comparison,
                                       replication_result, shrunken)

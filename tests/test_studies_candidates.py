@@ -1,7 +1,7 @@
 """The candidate-policy benchmark (cqb.studies.candidates): setup from the config,
 the paired comparison, the leaderboard, the figure and publishing, without
 Snakemake. The workflow end to end, with the example plugin installed into a
-scratch folder: tests/test_pipeline_candidates_workflow.py."""
+scratch folder: tests/test_workflow_candidates.py."""
 
 from __future__ import annotations
 
