@@ -41,7 +41,7 @@ LONGEST_FILES_FIRST = (
     "test_jobs_faults.py",
     "test_workflow_data.py",
     "test_workflow_traces.py",
-    "test_replication.py",
+    "test_analysis_replication_statistics.py",
     "test_workflow_candidates.py",
     "test_mnist_readers.py",
     "test_workflow_module.py",

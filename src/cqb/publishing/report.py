@@ -117,7 +117,7 @@ def _figures_reading(row) -> dict:
 
 
 def _used_interval(row, level: float, comparisons: int) -> str:
-    """The interval a verdict used, labelled with its level (claim_lines.verdict_interval)."""
+    """The interval a verdict used, labelled with its level (cqb.analysis.claims.lines.verdict_interval)."""
     low, high, level, exact = verdict_interval(row["verdict"], row["value"], row["ci_low"], row["ci_high"], level,
                                                row.get("detail", ""), comparisons)
     return html.escape(interval_text(row["value"], low, high, level, exact))
