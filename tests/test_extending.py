@@ -155,6 +155,6 @@ def test_only_the_listed_files_name_an_adversarial_stream():
 
 
 def test_the_stream_check_finds_a_kind_chain_outside_the_registry(tmp_path):
-    (tmp_path / "src/cqb/pipeline").mkdir(parents=True)
+    (tmp_path / "src/cqb/studies").mkdir(parents=True)
     (tmp_path / "src/cqb/studies/x.py").write_text('if spec["kind"] == "deceptive_switch":\n    pass\n')
     assert files_naming(adversarial_stream_kinds(), root=tmp_path) == {"src/cqb/studies/x.py"}
