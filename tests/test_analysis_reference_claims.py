@@ -13,7 +13,7 @@ from cqb.analysis.claims.kinds import claim_kind
 from cqb.analysis.claims.registry import ClaimSpec
 from cqb.analysis.claims.statistics import _against_reference, reference_factor
 from cqb.analysis.verdict_rules import FAILS, HOLDS
-from test_analysis_claims import make_runs, verdict
+from test_analysis_claims_tables import make_runs, verdict
 
 RNG = np.random.default_rng(5)
 

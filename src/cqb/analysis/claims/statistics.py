@@ -334,7 +334,7 @@ def reference_factor(spec, policy: str, reference: str, value: str) -> float:
     theorem rate from T = reference to T = value (cqb.presentation)."""
     if spec.kind != "rate_bound":
         return 1.0
-    from ..presentation import theorem_rate
+    from ...presentation import theorem_rate
 
     rate = theorem_rate(policy)
     if rate is None:
