@@ -42,8 +42,8 @@ def sample(per_instance: int, max_horizon: int = 5000) -> list[dict]:
     """The sampled runs of config/config.yaml whose stream is one of the i.i.d. families."""
     import yaml
 
-    from cqb.pipeline.config_schema import validate_config
-    from cqb.pipeline.experiments import build_plan
+    from cqb.config.schema import validate_config
+    from cqb.config.experiments import build_plan
     from cqb.sim.streams import stream_kind
 
     config = yaml.safe_load((CHECKOUT / "config" / "config.yaml").read_text())
