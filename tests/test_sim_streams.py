@@ -177,3 +177,17 @@ def test_streams_declare_unique_names_and_tags_and_a_known_family():
     assert list(STREAM_KINDS)[:2] == ["synthetic", "pool"]
     with pytest.raises(ValueError, match="already declared"):
         streams.declare_stream("pool", "pool", streams.NoStreamParams, "other", "")(lambda *args: None)
+
+
+def test_the_reconstruction_notes_state_each_stream_parameters_default():
+    """docs/reconstruction.md lists every adversarial stream's parameter with
+    the dataclass's default (the one place the value is defined)."""
+    text = (REPO / "docs" / "reconstruction.md").read_text()
+    section = text[text.index("## Adversarial contexts"):]
+    wording = {"shift_fraction": lambda value: f"⌈{value:g} T⌉", "subspace_dim": lambda value: f"{value} dimensions",
+               "noise_scale": lambda value: f"σ = {value:g}", "order_by": lambda value: value.replace("_", " "),
+               "after": {"whole": "anywhere on the sphere", "complement": "the orthogonal complement"}.get}
+    for kind in STREAM_KINDS.values():
+        for item in fields(kind.params):
+            row = next(line for line in section.splitlines() if f"`{item.name}`" in line)
+            assert wording[item.name](getattr(kind.params(), item.name)) in row.split("|")[2], item.name

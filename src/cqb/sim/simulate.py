@@ -153,7 +153,7 @@ def simulate(instance_spec: dict | Instance, policy: str, policy_params: dict | 
     drawn and written there). ``record``, if a dict, gets "policy" and "oracle": what each run
     consumed (see :func:`play`), so a test can check that both faced the same
     trace. ``blas_threads_pinned``: the caller set BLAS to one thread before
-    numpy was imported (cqb.cli.pin_blas_to_one_thread), so threadpoolctl is
+    numpy was imported (cqb.jobs.run_command.pin_blas_to_one_thread), so threadpoolctl is
     not needed."""
     get_spec(policy)  # unknown names fail before any work
     check_positive_int("horizon", horizon)
