@@ -22,6 +22,7 @@ from cqb.analysis.multiverse import (CHOICE_DEPENDENT, DEFAULT, NO_CELL, ROBUST,
 from cqb.config.experiments import instance_id
 from cqb.studies.multiverse_plan import multiverse_design, multiverse_runs
 from cqb.analysis.powered_reading import powered_claims, powered_seeds
+from cqb.datasets.registry import datasets_schema
 from cqb.config.schema import validate_config, validate_with_defaults
 from cqb.config.experiments import build_plan
 from cqb.studies.claim_specs import claim_specs, evaluation_seeds, retired_seeds, tuning_setup
@@ -34,7 +35,7 @@ def repo_config():
     config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
     config.update(yaml.safe_load((REPO / "config" / "datasets.yaml").read_text()))
     validate_config(config, yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text()))
-    validate_with_defaults(config, yaml.safe_load((REPO / "workflow" / "schemas" / "datasets.schema.yaml").read_text()))
+    validate_with_defaults(config, datasets_schema(yaml.safe_load((REPO / "workflow" / "schemas" / "datasets.schema.yaml").read_text())))
     return config
 
 

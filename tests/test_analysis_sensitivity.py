@@ -14,6 +14,7 @@ from scipy.special import expit
 
 from cqb.analysis.verdict_rules import FAILS, HOLDS
 from cqb.analysis.claims.registry import ClaimSpec
+from cqb.datasets.registry import datasets_schema
 from cqb.data.semisynthetic import build_pool_instance
 from cqb.data.variants import (ConstructionVariant, build_variant_instance, group_labels,
                                standardise_columns, variant_for_dataset)
@@ -202,7 +203,7 @@ def full_config():
     config.update(yaml.safe_load((REPO / "config" / "datasets.yaml").read_text()))
     schema = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
     validate_config(config, schema)
-    validate_with_defaults(config, yaml.safe_load((REPO / "workflow" / "schemas" / "datasets.schema.yaml").read_text()))
+    validate_with_defaults(config, datasets_schema(yaml.safe_load((REPO / "workflow" / "schemas" / "datasets.schema.yaml").read_text())))
     return config
 
 
@@ -246,3 +247,4 @@ def test_the_grid_claims_are_generated_one_per_cell_with_an_experiment():
     cells = grid_cells(plan.grid, plan, specs)
     assert {s.experiment for s in generated} == {c.experiment for c in cells if c.column != "default"}
     assert next(s for s in generated if s.experiment == "mnist_sqrt_d").policies == ("cqb_eps_sqrtd",)
+    assert "Heart Disease" in next(s for s in generated if s.experiment == "heart_disease_C10").statement

@@ -12,6 +12,7 @@ from cqb.presentation import policy_styles
 import yaml
 
 from conftest import REPO
+from cqb.datasets.registry import datasets_schema
 from cqb.errors import ConfigError
 from cqb.config.schema import policy_params_schema, validate_config
 from cqb.config.experiments import build_plan, instance_id
@@ -308,7 +309,7 @@ def test_a_bad_extra_rates_experiment_is_refused_by_name(extra, needle):
         plan_of({"rates": {"extra_experiments": extra}})
 
 
-DATASETS_SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "datasets.schema.yaml").read_text())
+DATASETS_SCHEMA = datasets_schema(yaml.safe_load((REPO / "workflow" / "schemas" / "datasets.schema.yaml").read_text()))
 DATASETS = yaml.safe_load((REPO / "config" / "datasets.yaml").read_text())
 
 

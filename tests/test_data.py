@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+import inspect
 import json
 import os
 from pathlib import Path
@@ -33,6 +34,9 @@ from cqb.data import (
     read_idx_gz,
     save_pool,
 )
+from cqb.datasets.registry import DATASET_SPECS, MNIST_ARCHIVES, datasets_schema, named_function
+from cqb.config.schema import validate_with_defaults
+from cqb.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
 # the offline mirror beside the repository, as CI lays it out (../shared/datasets)
@@ -160,18 +164,67 @@ def test_config_pins_the_manifest_checksums_and_urls():
 
 
 def test_config_validates_against_schema_and_fills_defaults():
-    from snakemake.utils import validate
-
-    schema = REPO / "workflow" / "schemas" / "datasets.schema.yaml"
+    schema = datasets_schema(yaml.safe_load((REPO / "workflow" / "schemas" / "datasets.schema.yaml").read_text()))
     config = yaml.safe_load((REPO / "config" / "datasets.yaml").read_text())
-    validate(config, str(schema))
+    validate_with_defaults(config, schema)
     del config["data"]["instance"], config["data"]["datasets"]["coupon"]["missing"]
-    validate(config, str(schema))
+    validate_with_defaults(config, schema)
     assert config["data"]["instance"] == {"C": 1.0, "max_iter": 1000}
     assert config["data"]["datasets"]["coupon"]["missing"] == "category"
     config["data"]["datasets"]["coupon"]["missing"] = "impute"
-    with pytest.raises(Exception, match="impute"):
-        validate(config, str(schema))
+    with pytest.raises(ConfigError, match="impute"):
+        validate_with_defaults(config, schema)
+
+
+# --- the dataset registry ----------------------------------------------------------
+
+STATIC_DATASETS_SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "datasets.schema.yaml").read_text())
+
+
+def test_the_datasets_schema_follows_the_registry(monkeypatch):
+    """A spec added to the registry is a required config block with its own
+    options, a name variants may use and, read from plain files, re-preprocess."""
+    from cqb.datasets import registry as datasets
+
+    iris = datasets.DatasetSpec("iris", "Iris", datasets.PLAIN_FILES, "iris:preprocess",
+                                {"n_samples": {"type": "integer", "minimum": 1, "default": 150}}, read="iris:read")
+    monkeypatch.setattr(datasets, "DATASET_SPECS", datasets.DATASET_SPECS + (iris,))
+    monkeypatch.setattr(datasets, "DATASETS", {**datasets.DATASETS, "iris": iris})
+    schema = datasets_schema(STATIC_DATASETS_SCHEMA)
+    config = yaml.safe_load((REPO / "config" / "datasets.yaml").read_text())
+    with pytest.raises(ConfigError, match="iris"):
+        validate_with_defaults(config, schema)
+    config["data"]["datasets"]["iris"] = {"files": [{"name": "iris.data", "url": "https://example.invalid/iris.data",
+                                                     "sha256": "0" * 64}]}
+    config["data"]["variants"]["iris_all"] = {"datasets": ["iris"], "preprocess": {"iris": {"n_samples": 10}}}
+    validate_with_defaults(config, schema)
+    assert config["data"]["datasets"]["iris"]["n_samples"] == 150
+    # an override holds only what it changes: no defaults filled in
+    assert config["data"]["variants"]["coupon_drop"]["preprocess"]["coupon"] == {"missing": "drop"}
+
+
+@pytest.mark.parametrize("preprocess, bad", [({"coupon": {"missng": "drop"}}, "missng"),
+                                             ({"mnist": {"block": 2}}, "mnist")])
+def test_a_variant_overrides_only_the_options_of_a_plain_file_dataset(preprocess, bad):
+    config = yaml.safe_load((REPO / "config" / "datasets.yaml").read_text())
+    config["data"]["variants"]["coupon_drop"]["preprocess"] = preprocess
+    with pytest.raises(ConfigError, match=bad):
+        validate_with_defaults(config, datasets_schema(STATIC_DATASETS_SCHEMA))
+
+
+@pytest.mark.parametrize("spec", DATASET_SPECS, ids=lambda spec: spec.name)
+def test_each_transform_takes_its_datasets_options(spec):
+    """An option the transform does not take (a misspelt one) would be a TypeError
+    at the first preprocess job; here it fails at once."""
+    transform = named_function(spec.transform)
+    data = ("images", "labels") if spec.reader == MNIST_ARCHIVES else ("frame",)
+    inspect.signature(transform).bind(*data, seed=0, **spec.transform_options(spec.defaults()))
+    assert spec.read is None or callable(named_function(spec.read))
+
+
+def test_an_unknown_dataset_is_refused_by_name():
+    with pytest.raises(ValueError, match="unknown dataset 'iris'; expected one of"):
+        preprocess_dataset("iris", [], {"preprocess_seed": 0})
 
 
 # --- MNIST ---------------------------------------------------------------------

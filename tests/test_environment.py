@@ -145,8 +145,10 @@ PACKAGE_DIR = REPO / "src" / "cqb"
 DISTRIBUTIONS = {"sklearn": "scikit-learn", "yaml": "pyyaml", "imblearn": "imbalanced-learn",
                  "PIL": "pillow", "skimage": "scikit-image"}
 # Imported only inside the functions that read MNIST (cqb.data.fetch_mnist,
-# load_mnist_arrays), which only the *_mnist rules call: needed by exactly those envs.
+# load_mnist_arrays), which only the rules of a dataset of MNIST archives call (defined in
+# workflow/rules/data.smk in a loop over those datasets): needed by exactly those envs.
 MNIST_ONLY = {"torch", "torchvision"}
+MNIST_RULES = {'data:f"download_{_dataset}"', 'data:f"preprocess_{_dataset}"'}
 # Provided by Snakemake to `script:` rules (its preamble adds its own path), not by the env.
 SNAKEMAKE_PROVIDED = {"snakemake"}
 _STRING = re.compile(r'"([^"]*)"|\'([^\']*)\'')
@@ -296,7 +298,7 @@ CONDA_RULES = conda_rules()
 
 def test_rules_with_conda_envs_are_found():
     names = {rule["name"] for rule in CONDA_RULES}
-    assert {"download_mnist", "download_dataset_file", "preprocess_dataset", "build_instance",
+    assert MNIST_RULES | {"download_dataset_file", "preprocess_dataset", "build_instance",
             "simulate", "aggregate"} <= names, names
     assert all(rule["env"].is_file() for rule in CONDA_RULES), [str(r["env"]) for r in CONDA_RULES]
 
@@ -309,7 +311,7 @@ def test_rule_env_installs_what_the_rule_imports(rule):
         return
     imports = third_party_imports(targets) - SNAKEMAKE_PROVIDED
     needed = {package_name(DISTRIBUTIONS.get(name, name)) for name in imports - MNIST_ONLY - {"cqb"}}
-    if rule["name"].endswith("_mnist"):
+    if rule["name"] in MNIST_RULES:
         needed |= MNIST_ONLY
     listed = env_distributions(rule["env"])
     missing = needed - listed

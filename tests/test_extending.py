@@ -158,3 +158,71 @@ def test_the_stream_check_finds_a_kind_chain_outside_the_registry(tmp_path):
     (tmp_path / "src/cqb/studies").mkdir(parents=True)
     (tmp_path / "src/cqb/studies/x.py").write_text('if spec["kind"] == "deceptive_switch":\n    pass\n')
     assert files_naming(adversarial_stream_kinds(), root=tmp_path) == {"src/cqb/studies/x.py"}
+
+
+# The datasets: each is one DatasetSpec of cqb.datasets.registry; the schema, the
+# data rules, the preprocess script and the figures look it up there.
+def test_the_dataset_files_exist():
+    listed = listed_files("dataset")
+    assert "src/cqb/datasets/registry.py" in listed
+    for path in listed:
+        assert (ROOT / path).is_file(), f"docs/extending.md lists {path}, which does not exist"
+
+
+def test_only_the_listed_files_name_a_dataset():
+    from cqb.datasets.registry import DATASETS
+
+    unlisted = files_naming(DATASETS) - set(listed_files("dataset"))
+    assert not unlisted, f"these files name datasets outside the dataset registry: {sorted(unlisted)}"
+
+
+# Where each extension point is declared: the source files that hold a
+# declaration must be in the point's list (a spec table moved to another module
+# without its recipe following fails here).
+# (A decorator at the start of a line: a docstring's indented example is no declaration.)
+DECLARATIONS = {"built-in policy": r"(?m)^@register_policy\(", "claim kind": r"\bClaimKind\(",
+                "dataset": r"\bDatasetSpec\("}
+
+
+def files_declaring(pattern: str, root: Path = ROOT) -> set[str]:
+    return {path.relative_to(root).as_posix() for path in (root / "src").rglob("*.py")
+            if re.search(pattern, path.read_text(errors="replace"))}
+
+
+@pytest.mark.parametrize("kind", sorted(DECLARATIONS))
+def test_each_declaration_lives_in_a_listed_file(kind):
+    declaring = files_declaring(DECLARATIONS[kind])
+    assert declaring, f"no source file declares a {kind}: the check would check nothing"
+    unlisted = declaring - set(listed_files(kind))
+    assert not unlisted, f"{kind}: declared in {sorted(unlisted)}, which docs/extending.md does not list"
+
+
+def test_the_check_finds_a_declaration_outside_its_module(tmp_path):
+    """The check's own mutant: a dataset spec in another module, a dataset
+    name in a workflow rule; a test naming one is not a source file."""
+    for path, text in (("src/cqb/data/registry.py", 'SPECS = (DatasetSpec("iris", "Iris"),)\n'),
+                       ("workflow/rules/data.smk", 'if dataset == "iris":\n    pass\n'),
+                       ("tests/test_data.py", 'DatasetSpec("iris")\n')):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(text)
+    assert files_declaring(DECLARATIONS["dataset"], root=tmp_path) == {"src/cqb/data/registry.py"}
+    assert files_naming(["iris"], root=tmp_path) == {"src/cqb/data/registry.py", "workflow/rules/data.smk"}
+
+
+# The claims: each is an entry of the config's `claims` (the registry); no
+# source file names one, so a new claim touches the listed config only.
+def test_the_claim_files_hold_the_registry():
+    import yaml
+
+    listed = listed_files("claim")
+    assert listed == ["config/config.yaml"]
+    config = yaml.safe_load((ROOT / listed[0]).read_text())
+    assert config["claims"] and all({"name", "kind", "experiment", "statement"} <= set(e) for e in config["claims"])
+
+
+def test_only_the_config_names_a_claim():
+    import yaml
+
+    names = [entry["name"] for entry in yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["claims"]]
+    named = files_naming(names)
+    assert not named, f"these source files name claims of the registry: {sorted(named)}"

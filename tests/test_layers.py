@@ -17,6 +17,7 @@ LAYERS = {
     "cqb": 0, "cqb.errors": 0,
     "cqb.sim": 1,
     "cqb.snakemake_patches": 1,  # Snakemake and the standard library only
+    "cqb.datasets": 2,  # the dataset registry: names its transforms, imports none
     "cqb.io": 2,  # output writing: above the simulation's atomic_write, below all that writes
     # how figures and listings show policies; run files → tables; datasets → pools; the public
     # policy API for plugins (a re-export); `cqb run` and the run server that forks it

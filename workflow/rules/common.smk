@@ -14,6 +14,7 @@ from snakemake.utils import update_config
 
 try:
     from cqb.sim.code_hash import simulation_code_hash
+    from cqb.datasets.registry import datasets_schema
     from cqb.errors import ConfigError
     from cqb.config.schema import validate_config, validate_with_defaults, yaml_scalars
     from cqb.config.experiments import build_plan
@@ -64,7 +65,7 @@ def load_config():
 
     def validated_plan():
         validate_config(config, yaml.safe_load((schemas / "config.schema.yaml").read_text()))
-        validate_with_defaults(config, yaml.safe_load((schemas / "datasets.schema.yaml").read_text()))
+        validate_with_defaults(config, datasets_schema(yaml.safe_load((schemas / "datasets.schema.yaml").read_text())))
         return build_plan(config)
 
     return or_config_error(validated_plan)

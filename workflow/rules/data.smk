@@ -1,10 +1,13 @@
 # Real datasets (docs/model.md#real-data-pools, docs/data.md): fetch -> preprocess -> pool instance.
 #
 # Final outputs: data/processed/{dataset}/instance.npz and report.json,
-# dataset in DATA_DATASETS. Heart Disease and Coupon (DATA_TABULAR) share one download rule
-# (a job per file) and one preprocess rule; MNIST has its own two, since its reader
-# (torchvision, or numpy without PyTorch: cqb.data.mnist_reader) extracts and reads its archives. No target rule here, so the including Snakefile's
-# first rule stays the default target. Paths are relative to the working directory (repo root).
+# dataset in DATA_DATASETS. How a dataset is read is its entry in the dataset registry
+# (cqb.datasets.registry): the datasets of plain files (DATA_TABULAR) share one download rule
+# (a job per file) and one preprocess rule; a dataset of MNIST archives (DATA_MNIST_READ)
+# has two of its own, download_<dataset> and preprocess_<dataset>, since the MNIST reader
+# (torchvision, or numpy without PyTorch: cqb.data.mnist_reader) extracts and reads its
+# archives. No target rule here, so the including Snakefile's first rule stays the
+# default target. Paths are relative to the working directory (repo root).
 
 
 include: "data_common.smk"
@@ -12,31 +15,60 @@ include: "data_common.smk"
 
 # Downloads need the network (or only the local mirror): never send them to a cluster node.
 localrules:
-    download_mnist,
     download_dataset_file,
 
 
-rule download_mnist:
-    output:
-        archives=DATA_MNIST_ARCHIVES,
-        extracted=DATA_MNIST_EXTRACTED,
-    log:
-        "logs/data/download_mnist.log",
-    benchmark:
-        "benchmarks/data/download_mnist.tsv"
-    conda:
-        "../envs/mnist.yaml"
-    threads: 1
-    resources:
-        mem_mb=2000,
-        runtime=30,
-    params:
-        # archives sit at <root>/MNIST/raw/<name>
-        root=lambda wildcards, output: str(Path(output.archives[0]).parents[2]),
-        dataset="mnist",
-        sha256=data_checksums("mnist"),
-    script:
-        "../../scripts/fetch_mnist.py"
+for _dataset in DATA_MNIST_READ:
+
+    rule:
+        name:
+            f"download_{_dataset}"
+        output:
+            archives=data_mnist_archives(_dataset),
+            extracted=data_mnist_extracted(_dataset),
+        log:
+            f"logs/data/download_{_dataset}.log",
+        benchmark:
+            f"benchmarks/data/download_{_dataset}.tsv"
+        localrule: True
+        conda:
+            "../envs/mnist.yaml"
+        threads: 1
+        resources:
+            mem_mb=2000,
+            runtime=30,
+        params:
+            # archives sit at <root>/MNIST/raw/<name>
+            root=lambda wildcards, output: str(Path(output.archives[0]).parents[2]),
+            dataset=_dataset,
+            sha256=data_checksums(_dataset),
+        script:
+            "../../scripts/fetch_mnist.py"
+
+    rule:
+        name:
+            f"preprocess_{_dataset}"
+        input:
+            data_mnist_archives(_dataset),
+            data_mnist_extracted(_dataset),
+        output:
+            features=f"{DATA_PROCESSED}/{_dataset}/features.npz",
+        log:
+            f"logs/data/preprocess_{_dataset}.log",
+        benchmark:
+            f"benchmarks/data/preprocess_{_dataset}.tsv"
+        conda:
+            "../envs/mnist.yaml"
+        threads: 1
+        resources:
+            mem_mb=3000,
+            runtime=20,
+        params:
+            dataset=_dataset,
+            options=data_options(_dataset),
+            mnist_root=lambda wildcards, input: str(Path(input[0]).parents[2]),
+        script:
+            "../../scripts/preprocess_dataset.py"
 
 
 rule download_dataset_file:
@@ -60,30 +92,6 @@ rule download_dataset_file:
         sha256=lambda wildcards: data_checksums(wildcards.dataset, [wildcards.file]),
     script:
         "../../scripts/fetch_dataset.py"
-
-
-rule preprocess_mnist:
-    input:
-        DATA_MNIST_ARCHIVES,
-        DATA_MNIST_EXTRACTED,
-    output:
-        features=f"{DATA_PROCESSED}/mnist/features.npz",
-    log:
-        "logs/data/preprocess_mnist.log",
-    benchmark:
-        "benchmarks/data/preprocess_mnist.tsv"
-    conda:
-        "../envs/mnist.yaml"
-    threads: 1
-    resources:
-        mem_mb=3000,
-        runtime=20,
-    params:
-        dataset="mnist",
-        options=data_options("mnist"),
-        mnist_root=lambda wildcards, input: str(Path(input[0]).parents[2]),
-    script:
-        "../../scripts/preprocess_dataset.py"
 
 
 rule preprocess_dataset:

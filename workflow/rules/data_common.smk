@@ -4,15 +4,18 @@ import os
 import re
 from pathlib import Path
 
+from cqb.datasets.registry import MNIST_ARCHIVES, PLAIN_FILES, dataset_spec
+
 # config["data"] is validated, defaults filled in, with the rest of the config (load_config in common.smk)
 DATA_CONFIG = config["data"]
 DATA_RAW = DATA_CONFIG["raw_dir"]
 DATA_PROCESSED = DATA_CONFIG["processed_dir"]
 DATA_DATASETS = list(DATA_CONFIG["datasets"])
-# Datasets of plain files (fetched one by one, preprocessed from the files);
-# MNIST goes through its reader (torchvision, or numpy) and has its own rules.
-DATA_TABULAR = [dataset for dataset in DATA_DATASETS if dataset != "mnist"]
-DATA_MNIST_ROOT = f"{DATA_RAW}/mnist"
+# How each dataset is read is its registry entry's (cqb.datasets.registry). Datasets of
+# plain files are fetched one by one and preprocessed from the files; MNIST's archives
+# go through the MNIST reader (torchvision, or numpy) and have rules of their own.
+DATA_TABULAR = [dataset for dataset in DATA_DATASETS if dataset_spec(dataset).reader == PLAIN_FILES]
+DATA_MNIST_READ = [dataset for dataset in DATA_DATASETS if dataset_spec(dataset).reader == MNIST_ARCHIVES]
 
 
 def data_files(dataset):
@@ -42,9 +45,16 @@ def data_alternatives(values):
 
 
 DATA_TABULAR_FILES = [entry["name"] for dataset in DATA_TABULAR for entry in data_files(dataset)]
-DATA_MNIST_ARCHIVES = [f"{DATA_MNIST_ROOT}/MNIST/raw/{e['name']}" for e in data_files("mnist")]
-# Either reader extracts each archive next to it (name without .gz) and reads those.
-DATA_MNIST_EXTRACTED = [path[: -len(".gz")] for path in DATA_MNIST_ARCHIVES]
+
+
+def data_mnist_archives(dataset):
+    # The MNIST reader finds the archives under <root>/MNIST/raw/, root = data/raw/<dataset>.
+    return [f"{DATA_RAW}/{dataset}/MNIST/raw/{e['name']}" for e in data_files(dataset)]
+
+
+def data_mnist_extracted(dataset):
+    # Either reader extracts each archive next to it (name without .gz) and reads those.
+    return [path[: -len(".gz")] for path in data_mnist_archives(dataset)]
 
 
 # Construction variants (sensitivity study, docs/figures.md): each

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..datasets.registry import dataset_display_name
 from ..errors import ConfigError
 from ..sim.streams import family_of
 from .claims.kinds import BEST, check_claim
@@ -29,7 +30,6 @@ from .claims.registry import ClaimSpec
 from .verdict_rules import FAILS, HOLDS, INCONCLUSIVE
 
 NOT_RUN = "not run"
-DATASET_NAMES = {"mnist": "MNIST", "heart_disease": "Heart Disease", "coupon": "Coupon"}
 TABLE_COLUMNS = ("dataset", "column", "column_label", "choice", "experiment", "n_servers", "dim",
                  "n_pool", "arrival_rate", "horizon", "slack", "lambda_for_margin", "kappa",
                  "norm_bound", "norm_bound_min", "theta_norm_max", "policy", "label", "n_seeds", "final_queue_mean",
@@ -76,7 +76,7 @@ def grid_claims(plan, specs: Sequence[ClaimSpec]) -> list[ClaimSpec]:
         if not labels:
             raise ConfigError(f"invalid config value experiments.{experiment}.policies: "
                               "a grid cell needs a CQB-ε policy")
-        name = DATASET_NAMES.get(grid_cell.dataset, grid_cell.dataset)
+        name = dataset_display_name(grid_cell.dataset)
         generated.append(replace(figure4[0], name=f"eps_best_{experiment}", figure="fig7",
                                  experiment=experiment, policies=(labels[0],),
                                  statement=f"CQB-ε performs best on {name} ({grid_cell.label})"))
@@ -198,7 +198,7 @@ def render_summary(table: pd.DataFrame, datasets: Sequence[str], columns: Sequen
         default = own[own["column"] == "default"]
         flips = own[(own["column"] != "default") & (own["verdict"] != default["verdict"].iloc[0])] \
             if not default.empty else own.iloc[0:0]
-        head = DATASET_NAMES.get(dataset, dataset)
+        head = dataset_display_name(dataset)
         if not default.empty:
             d = default.iloc[0]
             head += (f": by default the claim {_verdict_words(d['verdict'])} (CQB-ε ranks "
@@ -214,7 +214,7 @@ def render_summary(table: pd.DataFrame, datasets: Sequence[str], columns: Sequen
                   "CQB-ε stalled | decisive other | Δ regret at the end [95% CI] | verdict |",
               "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |"]
     for _, c in cells.iterrows():
-        lines.append(f"| {DATASET_NAMES.get(c['dataset'], c['dataset'])} | {label[c['column']]} | "
+        lines.append(f"| {dataset_display_name(c['dataset'])} | {label[c['column']]} | "
                      f"{c['arrival_rate']:g} | {c['horizon']} | {c['slack']:.3f} | {c['kappa']:.3g} | "
                      f"{norm_bound_text(c)} | {c['eps_rank']}/{c['n_policies']} | "
                      f"{c['eps_final_queue']:.3g} | {c['eps_stalled']} | {c['decisive']} | "

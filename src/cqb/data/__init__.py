@@ -1,4 +1,5 @@
-"""Real datasets: checksum-verified fetching, preprocessing, semi-synthetic pool instances.
+"""Real datasets (declared in cqb.datasets.registry): checksum-verified fetching,
+preprocessing, semi-synthetic pool instances.
 
 torchvision is used only by `fetch_mnist` / `load_mnist_arrays` (imported inside them), and only
 where it is installed: without it they read MNIST with numpy (`mnist_reader`).
@@ -18,7 +19,6 @@ from cqb.data.fetch import (
     read_idx,
 )
 from cqb.data.preprocess import (
-    DATASETS,
     Processed,
     preprocess_coupon,
     preprocess_dataset,
@@ -40,7 +40,7 @@ from cqb.data.semisynthetic import (
 __all__ = [
     "ChecksumError", "DownloadError", "FetchError", "fetch_file", "fetch_mnist", "file_digest",
     "load_mnist_arrays", "mirror_file_path", "mnist_reader", "read_idx",
-    "DATASETS", "Processed", "preprocess_coupon", "preprocess_dataset", "preprocess_heart",
+    "Processed", "preprocess_coupon", "preprocess_dataset", "preprocess_heart",
     "preprocess_mnist", "read_coupon", "read_heart", "read_idx_gz",
     "PoolInstance", "build_pool_instance", "load_features", "load_pool", "save_features", "save_pool",
 ]

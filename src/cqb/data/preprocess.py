@@ -1,5 +1,7 @@
 """Turn the raw datasets into feature matrices and labels (docs/model.md#real-data-pools).
 
+The readers and transforms the dataset registry (:mod:`cqb.datasets.registry`)
+names, and :func:`preprocess_dataset`, which feeds a dataset's transform its options.
 Each `preprocess_*` function returns a `Processed` (features X float64,
 labels y int64, a JSON-ready report). The readers (`read_*`) are separate so
 the transforms are testable on in-memory data. Encoding, scaling and
@@ -17,6 +19,7 @@ from sklearn.compose import ColumnTransformer
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
 from cqb.data.fetch import file_digest, read_idx
+from cqb.datasets.registry import COUPON_MISSING_MODES, MNIST_ARCHIVES, OVERSAMPLERS, dataset_spec, named_function
 
 # --- column layouts -----------------------------------------------------------
 
@@ -41,9 +44,6 @@ COUPON_NUMERIC = [
     "toCoupon_GEQ25min", "direction_same", "direction_opp",
 ]
 COUPON_MISSING_CATEGORY = "missing"
-
-COUPON_MISSING_MODES = ("category", "drop")
-OVERSAMPLERS = ("smote", "smotenc")
 
 
 @dataclass
@@ -305,37 +305,24 @@ def preprocess_coupon(
 
 # --- one entry point for the workflow ---------------------------------------------
 
-DATASETS = ("mnist", "heart_disease", "coupon")
-
-
 def preprocess_dataset(dataset: str, raw_paths: list, params: dict, images=None, labels=None) -> Processed:
-    """Read the raw files of `dataset` and preprocess them with the config `params`.
+    """Read the raw files of `dataset` and preprocess them as its registry
+    entry says, with the config `params` (its options, unset ones at their
+    schema default, and ``preprocess_seed``).
 
-    For MNIST pass the uint8 `images` and `labels` (the workflow reads them
+    For a dataset of MNIST archives pass the uint8 `images` and `labels` (the workflow reads them
     with cqb.data.load_mnist_arrays); `raw_paths` are then only checksummed for the report.
     """
-    if dataset not in DATASETS:
-        raise ValueError(f"unknown dataset {dataset!r}; expected one of {DATASETS}")
-    seed = int(params["preprocess_seed"])
-    n_samples = params.get("n_samples")
-    if dataset == "mnist":
+    spec = dataset_spec(dataset)
+    options = {**spec.defaults(), **params}
+    seed = int(options["preprocess_seed"])
+    if spec.reader == MNIST_ARCHIVES:
         if images is None or labels is None:
-            raise ValueError("preprocess_dataset('mnist', ...) needs the images and labels arrays")
-        result = preprocess_mnist(
-            images, labels, block=int(params.get("block", 4)), n_samples=n_samples,
-            replace=bool(params.get("replace", False)), seed=seed,
-        )
-    elif dataset == "heart_disease":
-        result = preprocess_heart(
-            read_heart(raw_paths[0]), n_samples=n_samples, replace=bool(params.get("replace", True)),
-            seed=seed, smote_k_neighbors=int(params.get("smote_k_neighbors", 5)),
-            oversampler=params.get("oversampler", "smote"),
-        )
+            raise ValueError(f"preprocess_dataset({dataset!r}, ...) needs the images and labels arrays")
+        data = (images, labels)
     else:
-        result = preprocess_coupon(
-            read_coupon(raw_paths[0]), missing=params.get("missing", "category"), n_samples=n_samples,
-            replace=bool(params.get("replace", False)), seed=seed,
-        )
+        data = (named_function(spec.read)(raw_paths[0]),)
+    result = named_function(spec.transform)(*data, seed=seed, **spec.transform_options(options))
     result.report["preprocess_seed"] = seed
     result.report["input_sha256"] = input_checksums(raw_paths)
     return result

@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 
 from ..analysis.verdict_rules import FAILS, HOLDS, INCONCLUSIVE
-from ..analysis.sensitivity import DATASET_NAMES, NOT_RUN, cell_summary, norm_bound_text
+from ..analysis.sensitivity import NOT_RUN, cell_summary, norm_bound_text
+from ..datasets.registry import dataset_display_name
 from .plotting import save_figure
 
 
@@ -49,7 +50,7 @@ def plot_grid(table: pd.DataFrame, datasets: Sequence[str], columns: Sequence[Ma
     ax.set_xticklabels([f"{c['label']}\n({c['choice']})" for c in columns], rotation=40, ha="right",
                        fontsize=7)
     ax.set_yticks(np.arange(len(datasets)) + 0.5)
-    ax.set_yticklabels([DATASET_NAMES.get(d, d) for d in datasets], fontsize=8)
+    ax.set_yticklabels([dataset_display_name(d) for d in datasets], fontsize=8)
     ax.tick_params(length=0)
     ax.set_title(title + "\nΔ: paired mean regret of the decisive other policy − CQB-ε "
                  "(> 0: CQB-ε better), bootstrap 95% interval", fontsize=8.5)

@@ -26,12 +26,13 @@ from ..io.files import atomic_write_text
 
 def _config(root: Path) -> dict:
     from ..config.schema import validate_config, validate_with_defaults
+    from ..datasets.registry import datasets_schema
 
     config = yaml.safe_load((root / "config" / "config.yaml").read_text())
     config.update(yaml.safe_load((root / "config" / "datasets.yaml").read_text()))
     schemas = root / "workflow" / "schemas"
     validate_config(config, yaml.safe_load((schemas / "config.schema.yaml").read_text()))
-    validate_with_defaults(config, yaml.safe_load((schemas / "datasets.schema.yaml").read_text()))
+    validate_with_defaults(config, datasets_schema(yaml.safe_load((schemas / "datasets.schema.yaml").read_text())))
     return config
 
 
