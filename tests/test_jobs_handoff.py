@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -509,7 +510,8 @@ def test_a_server_killed_after_a_runs_last_log_line_leaves_its_job_the_status(tm
 class FakeServer:
     """One connection at a time on a socket of its own, as the run server
     takes it: the request, and the fds that came with it. ``reply`` is the
-    status to send back, or None to close without one (a server gone away)."""
+    status to send back after `started`, bytes to send in its place, or None
+    to close without either (a server gone away)."""
 
     def __init__(self, folder: Path, reply=None, write=b""):
         self.path = str(folder / "fake.socket")
@@ -538,7 +540,7 @@ class FakeServer:
                 return
             if self.reply is not None:
                 connection.send(STARTED)
-                connection.send(EXIT_STATUS.pack(self.reply))
+                connection.send(self.reply if isinstance(self.reply, bytes) else EXIT_STATUS.pack(self.reply))
 
     def close(self):
         self.thread.join(10)
@@ -624,6 +626,31 @@ def test_a_compiled_client_whose_server_goes_away_execs_its_fallback_without_the
     assert done.stderr.decode() == "cqb: the run server went away; running in this process\n"
     # the same command line, and no server: the fallback runs the job itself
     assert json.loads(record.read_text()) == [[str(fallback), *AWKWARD_ARGV], None]
+
+
+@pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=needs_compiler)],
+                         ids=["python client", "compiled client"])
+@pytest.mark.parametrize("status", [b"\x00", b"\x00\x00\x07"], ids=["1 byte", "3 bytes"])
+def test_a_status_that_is_not_one_fails_the_job_to_be_rerun_and_runs_nothing(tmp_path, compiled, status):
+    """After `started`, a status read that fails other than by the close of
+    the connection (here: a message too short to be a status) leaves the run
+    possibly going: the job fails with LOST_AFTER_START (EX_TEMPFAIL) and is
+    not run here as well (twice at once)."""
+    fallback_ran = tmp_path / "fallback-ran"
+    fallback = tmp_path / "fallback.sh"
+    fallback.write_text(f"#!/bin/sh\ntouch {shlex.quote(str(fallback_ran))}\n")
+    fallback.chmod(0o755)
+    server = FakeServer(tmp_path, reply=status)
+    try:
+        done = _run(["run", "--policy", "random", "--seed", "1", "--horizon", "30", "--out", "run.npz"],
+                    server_path=server.path, command=[run_client.CLIENT_BINARY] if compiled else CQB,
+                    env_extra={RUN_FALLBACK_VARIABLE: str(fallback)}, cwd=tmp_path, timeout=120)
+    finally:
+        server.close()
+    assert len(server.requests) == 1
+    assert done.returncode == run_client.LOST_AFTER_START == 75, done.stderr
+    assert done.stderr == "cqb: the run server went away during the run; this job fails, to be rerun\n"
+    assert not fallback_ran.exists() and not (tmp_path / "run.npz").exists()
 
 
 @needs_compiler
