@@ -222,6 +222,10 @@ def stage2(experiment, totals, first_seed=130000):
 
 @pytest.mark.parametrize("override, needles", [
     ({"experimentz": {}}, ["unknown config key experimentz"]),
+    # a misspelt name in --config experiments='{synthetic_server: {seeds: 3}}'
+    ({"experiments": {"synthetic_server": {"seeds": 3}}},
+     ["unknown experiment synthetic_server: known: ", "synthetic_base, synthetic_dim, synthetic_servers,",
+      "needs instance, horizon, seeds, policies"]),
     ({"defaults": {"policy_params": {"colour": 1}}}, ["defaults.policy_params.colour"]),
     ({"defaults": {"policy_params": {"bonus_scale": "abc"}}}, ["bonus_scale", "'abc'", "number"]),
     ({"defaults": {"policy_params": {"projection": "nearest"}}}, ["projection", "nearest"]),

@@ -168,7 +168,23 @@ def validate_config(config: dict, static_schema: Mapping) -> None:
     """Check ``config`` against the schema (its generated parts filled in) and
     fill in the schema's defaults (in place). Raises ConfigError naming the
     first bad key and value."""
+    check_experiment_names(config.get("experiments"), static_schema)
     validate_with_defaults(config, config_schema(static_schema))
+
+
+def check_experiment_names(experiments, static_schema: Mapping) -> None:
+    """`--config experiments='{NAME: {...}}'` changes the experiment NAME of the
+    config file: a NAME the file does not have, given without the keys a new
+    experiment needs, is a misspelt one (one line listing the known names)."""
+    if not isinstance(experiments, Mapping):
+        return
+    required = static_schema["$defs"]["experiment"]["required"]
+    known = sorted(name for name, entry in experiments.items()
+                   if isinstance(entry, Mapping) and set(required) <= set(entry))
+    for name, entry in experiments.items():
+        if known and isinstance(entry, Mapping) and "instance" not in entry:
+            raise ConfigError(f"unknown experiment {name}: known: {', '.join(known)} "
+                              f"(a new experiment needs {', '.join(required)})")
 
 
 def validate_with_defaults(config: dict, schema: Mapping) -> None:
