@@ -38,6 +38,7 @@ LONGEST_FILES_FIRST = (
     "test_workflow_slurm.py",
     "test_workflow.py",
     "test_workflow_output.py",
+    "test_workflow_docs_commands.py",
     "test_jobs_faults.py",
     "test_workflow_data.py",
     "test_workflow_traces.py",
