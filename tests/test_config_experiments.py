@@ -197,7 +197,7 @@ def test_two_swept_policies_in_one_panel_name_both():
 def test_plugin_policy_parameters_are_in_the_schema_and_sweepable():
     schema = policy_params_schema()
     assert schema["per_policy"]["properties"]["test_plugin"]["properties"]["gain"]["type"] == "number"
-    assert schema["policy_params"]["properties"]["rounds"]["type"] == ["integer", "null"]
+    assert schema["policy_params"]["properties"]["rounds"]["anyOf"][0] == {"type": ["integer", "null"]}
     plan, _ = plan_of(one_experiment(policies=["test_plugin", "oracle"], sweep={"gain": [2.0, 3.5]}), base={})
     assert [c.label for c in plan.curves["x"]] == ["test_plugin", "test_plugin.gain3.5", "oracle", "oracle"]
     with pytest.raises(ConfigError, match=r"gain.*'abc'.*number"):
@@ -210,7 +210,9 @@ def test_generated_schema_follows_the_dataclasses():
         own = schema["per_policy"]["properties"][name]["properties"]
         assert set(own) == set(spec.params.__dataclass_fields__), name
     estimator = schema["per_policy"]["properties"]["cqb_eps"]["properties"]
-    assert estimator["tau"]["type"] == ["integer", "null"]
+    # an integer, or a share of the horizon ("T/10")
+    assert estimator["tau"]["anyOf"] == [{"type": ["integer", "null"]},
+                                         {"type": "string", "pattern": "^T/([1-9][0-9]*)$"}]
     assert estimator["projection"]["type"] == "string"
     assert "0.01" in estimator["bonus_scale"]["description"]  # CQB-ε's default, from its dataclass
 
@@ -488,3 +490,29 @@ def test_a_display_name_or_colour_change_reruns_no_simulation(monkeypatch):
     shown = [curve for curves in restyled.curves.values() for curve in curves if curve.policy == "cqb_opt"]
     assert shown and all(curve.display == "Renamed" for curve in shown if curve.label == "cqb_opt")
     assert simulated(restyled) == before and code_hash(SIMULATION_ROOT) == hash_before
+
+
+def _real_data_taus(plan) -> dict:
+    return {(run.instance_id, run.horizon, run.label): run.params["tau"] for run in plan.runs.values()
+            if run.instance["kind"] == "pool" and "tau" in run.params and run.policy.startswith("cqb_eps")}
+
+
+def test_real_data_tau_is_a_tenth_of_each_runs_horizon():
+    """τ = T/10 on real data (the paper, Section 7): 400 at the full config's
+    T = 4000 (its runs as when 400 was typed), 30 at the smoke config's T = 300."""
+    full = _real_data_taus(plan_of()[0])
+    smoke = _real_data_taus(plan_of(yaml.safe_load((REPO / "config" / "smoke.yaml").read_text()))[0])
+    assert full and smoke
+    assert all(tau == horizon // 10 for (_, horizon, _), tau in {**full, **smoke}.items()), (full, smoke)
+    assert {horizon for _, horizon, _ in full} == {4000, 16000} and {300, 600} <= {horizon for _, horizon, _ in smoke}
+
+
+def test_a_share_of_the_horizon_is_resolved_at_each_runs_horizon_and_refused_elsewhere():
+    plan, _ = plan_of(one_experiment(policies=["cqb_eps"], sweep={"horizon": [95, 200]},
+                                     policy_params={"cqb_eps": {"tau": "T/10"}}))
+    assert sorted(run.params["tau"] for run in plan.runs.values() if run.experiments == ("x",)) == [10, 20]  # ⌈95/10⌉
+    with pytest.raises(ConfigError, match="T/0"):
+        plan_of(one_experiment(policies=["cqb_eps"], policy_params={"cqb_eps": {"tau": "T/0"}}))
+    with pytest.raises(ConfigError, match="bonus_scale"):  # a float parameter takes no share of T
+        plan_of(one_experiment(policies=["cqb_eps"], policy_params={"cqb_eps": {"bonus_scale": "T/10"}}))
+

@@ -29,7 +29,8 @@ from ..analysis.curves import Curve, format_value
 from ..errors import ConfigError, config_error
 from ..presentation import display_name
 from ..sim.streams import family_of, shift_round, stream_kind, stream_params
-from .schema import SWEPT_INSTANCE_KEYS, _registry, instance_sweep_keys, parameter_fields
+from .schema import (SWEPT_INSTANCE_KEYS, _registry, at_horizon, instance_sweep_keys,
+                     parameter_fields)
 
 
 # ---------------------------------------------------------------- names
@@ -277,7 +278,8 @@ def expand_experiment(config: Mapping, name: str) -> list[Curve]:
                 second = tuple(range(second_first, second_first + total - n_seeds))  # fresh: check_second_stages
             curves.append(Curve(label=run_label, sweep_param=sweep_param, sweep_value=value,
                                 seeds=tuple(range(first, first + n_seeds)) + second, experiment=name,
-                                base_label=label, policy=policy, display=display, params=run_params,
+                                base_label=label, policy=policy, display=display,
+                                params=at_horizon(run_params, horizon),
                                 instance=instance, instance_id=instance_id(instance), horizon=horizon,
                                 second_stage_seeds=second))
     return curves

@@ -13,6 +13,8 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import math
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -42,6 +44,26 @@ def instance_sweep_keys() -> tuple[str, ...]:
 
     own = dict.fromkeys(f.name for kind in STREAM_KINDS.values() for f in fields(kind.params))
     return SWEPT_INSTANCE_KEYS + ("kind",) + tuple(own)
+
+
+# A policy's round count given as a share of the run's horizon: "T/10" is
+# ⌈T/10⌉ at each run's T (the paper's τ on real data, Section 7).
+HORIZON_SHARE = re.compile(r"^T/([1-9][0-9]*)$")
+
+
+def at_horizon(params: Mapping, horizon: int) -> dict:
+    """``params`` with each "T/N" value resolved at ``horizon``."""
+    return {key: math.ceil(horizon / int(match.group(1)))
+            if isinstance(value, str) and (match := HORIZON_SHARE.match(value)) else value
+            for key, value in params.items()}
+
+
+def _or_horizon_share(schema: dict) -> dict:
+    """An integer field's schema, which also takes "T/N" (at_horizon)."""
+    types_ = schema.get("type")
+    if "integer" not in (types_ if isinstance(types_, list) else [types_]):
+        return schema
+    return {"anyOf": [schema, {"type": "string", "pattern": HORIZON_SHARE.pattern}]}
 
 
 # ---------------------------------------------------------------- dataclass fields → schema
@@ -101,7 +123,7 @@ def policy_params_schema() -> dict:
     for name, spec in _registry().items():
         own = {}
         for key, (schema, default) in parameter_fields(spec.params).items():
-            own[key] = dict(schema, description=f"default {default!r} ({spec.params.__name__})")
+            own[key] = dict(_or_horizon_share(schema), description=f"default {default!r} ({spec.params.__name__})")
             if key in union and union[key].get("type") != schema.get("type"):
                 union[key] = {}  # two policies disagree on the type: leave it to the dataclasses
             else:
@@ -113,7 +135,8 @@ def policy_params_schema() -> dict:
                   for key in instance_sweep_keys()})
     sweep.update({key: dict(array, items=schema) for key, schema in union.items() if key not in sweep})
     return {
-        "policy_params": {"type": "object", "additionalProperties": False, "properties": union},
+        "policy_params": {"type": "object", "additionalProperties": False,
+                          "properties": {key: _or_horizon_share(schema) for key, schema in union.items()}},
         "per_policy": {"type": "object", "additionalProperties": False, "properties": per_policy},
         "sweep": {"type": "object", "minProperties": 1, "maxProperties": 1,
                   "additionalProperties": False, "properties": sweep},
