@@ -6,8 +6,9 @@ prefix and backslash continuations allowed) and inline code spans. Each
 Snakemake command is first read by Snakemake's own argument parser (a
 `--configfile` naming a file that does not exist, or a target swallowed by a
 list-taking option, fails here), then dry-run (`-n`) in a copy of the
-workflow by tests/test_workflow_docs_commands.py (slow). Each cqb command runs its subcommand's `--help`, which must name every option
-the command uses. A command that cannot run here is in NOT_RUN with the
+workflow by tests/test_workflow_docs_commands.py (slow). Each cqb command
+runs its subcommand's `--help`, which must name every option the command
+uses (`pip install` lines are neither). A command that cannot run here is in NOT_RUN with the
 reason; an entry no doc shows any more fails.
 """
 
@@ -23,7 +24,6 @@ import pytest
 
 from conftest import REPO, copy_workflow, snakemake
 
-PROGRAMS = ("snakemake", "cqb")
 COMMAND = re.compile(r"^(?:\$ )?(?:\.venv/bin/)?(snakemake|cqb)(?= |$)")
 
 # Shown, but not run here, each for its reason.
@@ -61,14 +61,14 @@ def _prose_and_code(path: Path) -> tuple[str, list[str]]:
 
 
 def documented_commands() -> dict[str, str]:
-    """{command as shown, without prompt, prefix or trailing comment: where (file:first shown)}."""
+    """{command as shown, without prompt, prefix or trailing comment: the file that shows it first}."""
     found: dict[str, str] = {}
     for path in documented_files():
         prose, code = _prose_and_code(path)
         spans = [" ".join(span.split()) for span in re.findall(r"`([^`]+)`", prose)]
         for text in code + spans:
             match = COMMAND.match(text)
-            if not match or text.startswith(("pip install", ".venv/bin/pip")):
+            if not match:
                 continue
             words = shlex.split(text[match.start(1):], comments=True)
             if "--" in words and words[words.index("--") + 1:][:1] and COMMAND.match(words[words.index("--") + 1]):
