@@ -12,8 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
-from conftest import copy_workflow
+from conftest import REPO, copy_workflow
 from test_docs_commands import COMMANDS, NOT_RUN, _snakemake_parser
 from test_workflow_candidates import plugin_env  # noqa: F401  (a fixture: the example plugin installed)
 
@@ -25,16 +26,24 @@ PLUGIN_COMMANDS = ("candidates=[greedy_rate]",)
 
 # Options that only change what a run prints: the dry run sets its own.
 PRINTING = ("-n", "--dry-run", "-p", "--printshellcmds")
+# The default profile's cores: `snakemake fig2` and `snakemake --cores N fig2` share a dry run.
+PROFILE_CORES = str(yaml.safe_load((REPO / "profiles" / "default" / "config.yaml").read_text())["cores"])
 
 
 def dry_run_groups() -> dict[tuple[str, ...], list[str]]:
     """{a command's arguments other than its targets: the targets of every
-    command that shares them} (a command with no target has `all`'s)."""
+    command that shares them} (a command with no target has `all`'s; the
+    default profile's --cores is left out)."""
     parser = _snakemake_parser()
     groups: dict[tuple[str, ...], list[str]] = {}
     for command in [command for command in COMMANDS if command.split()[0] == "snakemake" and command not in NOT_RUN]:
         words = shlex.split(command)[1:]
         targets = sorted(parser.parse_args(words).targets)
+        if "--workflow-profile" not in words:
+            for place in range(len(words) - 1):
+                if words[place:place + 2] == ["--cores", PROFILE_CORES]:
+                    words = words[:place] + words[place + 2:]
+                    break
         rest = []
         for place, word in enumerate(words):  # a target's word, unless it is an option's value
             if word in targets and (place == 0 or not words[place - 1].startswith("-") or words[place - 1] in PRINTING):
