@@ -10,9 +10,9 @@ from __future__ import annotations
 import pandas as pd
 
 from ..analysis.claims.kinds import KINDS, claim_kind
-from ..analysis.claims.lines import (NOT_REGISTERED, claim_sentence, comparison_words, comparisons_in, headline, headline_counts,
-                                    interval_text, level_text, policy_split_text, replication_text, size_text,
-                                    verdict_interval)
+from ..analysis.claims.lines import (NOT_REGISTERED, claim_sentence, comparison_words, comparisons_in, headline,
+                                    headline_counts, interval_text, level_text, policy_split_text,
+                                    replication_text, size_text, verdict_interval)
 from ..analysis.claims.tables import reading_mark_text
 from ..analysis.formatting import format_interval
 from ..analysis.multiverse import mark_text
@@ -217,7 +217,8 @@ def _policy_line(policy, figure, own, names, powered_of, confirmatory_of, replic
             f"{' – |' if with_multiverse else ''} {policy['n_seeds']} ({policy['source']}) | {figures} |")
 
 
-def _undecided_note(statement, powered, policies, calibration, split: bool, per_policy_label="per policy (↳ rows)") -> str:
+def _undecided_note(statement, powered, policies, calibration, split: bool,
+                    per_policy_label: str = "per policy (↳ rows)") -> str:
     """Why a primary verdict stays inconclusive at the cap: more looks would
     exceed the design's α; what its last interval excludes; the power the
     calibration shows at the observed effect; the per-policy verdicts."""
