@@ -96,7 +96,7 @@ def test_rebuilding_the_published_claims_outputs_from_their_tables_changes_nothi
 
 
 def test_the_short_table_gives_each_claim_its_verdict_replication_and_marks(replication):
-    from cqb.pipeline.claims_summary import claims_short_markdown
+    from cqb.publishing.claims_summary import claims_short_markdown
 
     claims = pd.DataFrame([
         {"claim": "random_linear", "figure": "fig2", "statement": "Random grows", "value": 0.6, "ci_low": 0.55,

@@ -90,7 +90,7 @@ def test_report_shows_each_drawn_figure_and_every_claim_with_both_readings(tmp_p
 
 
 def test_the_published_report_opens_with_the_short_table_then_the_figures_and_closes_with_every_claim_in_full():
-    from cqb.pipeline.results import readme_summary
+    from cqb.publishing.published_results import readme_summary
 
     published = REPO / "docs" / "results"
     page = (published / "report.html").read_text()

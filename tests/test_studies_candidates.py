@@ -205,7 +205,7 @@ def test_every_interval_is_labelled_by_the_method_that_computed_it():
     # (the percentile bootstrap under-covers at ten seeds), and the label says so
     import re
 
-    from cqb.pipeline.candidates import INTERVAL_METHOD, paired_comparison
+    from cqb.studies.candidates import INTERVAL_METHOD, paired_comparison
 
     table = table_with_shuffled_seeds()
     board = leaderboard({"synthetic_base": table}, ["cand"]).set_index("policy")
