@@ -2,20 +2,21 @@
 results summary and the provenance record of both."""
 
 import json
+from pathlib import Path
 
 import pandas as pd
 
 from cqb import __version__
 from cqb.analysis.aggregate import write_table
-from cqb.analysis.claims.lines import claims_design, design_of
+from cqb.analysis.claims.lines import claims_design
 from cqb.analysis.verdict_rules import HOLDS, FAILS
-from cqb.analysis.claims.tables import (READINGS_HEADER, claims_markdown, claims_readings, comparisons_table,
-                                        evaluate_claims, per_policy_table, readings_markdown, with_marks,
-                                        with_powered)
+from cqb.analysis.claims.tables import (claims_readings, comparisons_table, evaluate_claims, per_policy_table,
+                                        with_marks, with_powered)
 from cqb.sim.code_hash import simulation_code_hash
 from cqb.io.files import atomic_write_text
 from cqb.publishing.markdown_tables import markdown_table, results_summary
 from cqb.publishing.provenance import pool_checksums, provenance, provenance_line
+from cqb.publishing.republish import render_claims_pages
 from cqb.analysis.summaries import instance_statistics, read_curves_table, read_runs_table
 from cqb.analysis.tuning import mismatches
 
@@ -70,11 +71,13 @@ def main(smk):
         write_table(comparisons_table(smk.params.specs, runs, smk.params.margins, powered_states, confirmatory_states),
                     smk.output.comparisons, smk.params.float_format)
         write_table(readings, smk.output.readings_tsv, smk.params.float_format)
-        atomic_write_text(smk.output.readings_md, readings_markdown(
-            readings, f"{provenance_line(record)}\n\n{READINGS_HEADER}"))
         design = claims_design(smk.params.specs, smk.params.margins, smk.params.sweeps)
         write_table(design, smk.output.design, smk.params.float_format)
-        atomic_write_text(smk.output.md, claims_markdown(table, design=design_of(design)))
+        # the Markdown from the TSVs just written, as `cqb publish` renders it
+        folder = Path(smk.output.tsv).parent
+        if {Path(smk.output.md), Path(smk.output.readings_md)} != {folder / "claims.md", folder / "claims_readings.md"}:
+            raise ValueError("the claims rule writes claims.md and claims_readings.md beside claims.tsv")
+        render_claims_pages(folder, record)
         curves = {name: read_curves_table(path) for name, path in zip(smk.params.curve_experiments, smk.input.curves)}
         text = [provenance_line(record), "",
                 results_summary(curves, smk.params.display_names, smk.params.descriptions)]

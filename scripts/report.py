@@ -8,7 +8,7 @@ import pandas as pd
 from cqb.io.files import atomic_write_text
 from cqb.publishing.report import read_claims, read_multiverse_marks, report_html
 from cqb.publishing.provenance import provenance_line
-from cqb.publishing.published_results import readme_summary
+from cqb.publishing.published_results import claims_in_full, readme_summary
 
 
 def main(smk):
@@ -22,7 +22,8 @@ def main(smk):
     captions = Path(smk.input.captions[0]).parent if smk.input.captions else Path(smk.output[0]).parent
     folder = Path(smk.output[0]).parent
     page = report_html(folder, claims, powered, provenance, captions, calibration, multiverse=multiverse,
-                       per_policy=per_policy, summary=readme_summary(Path(smk.input.claims).parent))
+                       per_policy=per_policy, summary=readme_summary(Path(smk.input.claims).parent),
+                       in_full=claims_in_full(Path(smk.input.claims).parent))
     atomic_write_text(smk.output[0], page)
     with open(smk.log[0], "w") as log:
         print(f"{len(claims)} claims, {len(smk.input.figures)} figures -> {smk.output[0]}", file=log)

@@ -93,3 +93,27 @@ def test_rebuilding_the_published_claims_outputs_from_their_tables_changes_nothi
     for path in written:
         relative = path.split(str(tmp_path) + "/", 1)[-1] if str(tmp_path) in path else path
         assert (tmp_path / relative).read_bytes() == (REPO / relative).read_bytes(), relative
+
+
+def test_the_short_table_gives_each_claim_its_verdict_replication_and_marks(replication):
+    from cqb.publishing.claims_summary import claims_short_markdown
+
+    claims = pd.DataFrame([
+        {"claim": "random_linear", "figure": "fig2", "statement": "Random grows", "value": 0.6, "ci_low": 0.55,
+         "ci_high": 0.7, "verdict": HOLDS, "n_seeds": 10, "mark": "robust", "mark_deciding": 1,
+         "mark_alternatives": 1},
+        {"claim": "dim_slower", "figure": "fig3", "statement": "Larger d slower (paper)", "value": 0.5,
+         "ci_low": 0.4, "ci_high": 0.6, "verdict": INCONCLUSIVE, "n_seeds": 10, "mark": "by construction"},
+        {"claim": "ours", "figure": "fig3", "statement": "(ours) not the paper's", "value": 1.0, "ci_low": 0.9,
+         "ci_high": 1.0, "verdict": HOLDS, "n_seeds": 10, "mark": "robust"}])
+    per_policy = pd.DataFrame([
+        {"claim": "dim_slower", "policy": p, "verdict": v, "by_construction": ""}
+        for p, v in (("cqb_eps", HOLDS), ("cqb_opt", FAILS))])
+    text = claims_short_markdown(claims, None, per_policy, replication=replication)
+    assert "| claim | verdict | replicated | robust |" in text and "(ours)" not in text
+    assert "| Random grows | **holds** | replicated (holds, n = 40) | readings: robust (1/1 alternative" in text
+    # counted once, as policy-dependent; its replication is per policy; by construction is not counted
+    assert ("| Larger d slower | **policy-dependent** (by construction: not counted): holds for CQB-ε, does not "
+            "hold for CQB-Opt | CQB-Opt: contradicted (holds, n = 300) | readings: by construction |") in text
+    assert "primary readings: 1 holds, 0 does not hold" in text and "1 holding by construction" in text
+    assert "| not registered |" in claims_short_markdown(claims[:1], None)

@@ -31,7 +31,22 @@ def test_readme_shows_the_committed_claims_summary():
     summary = readme_summary(RESULTS)  # with the per-policy readings once published
     assert generated_block(readme, "summary") == (provenance_line(record) + "\n\n" + summary).strip("\n")
     if (RESULTS / "fig8_marks.tsv").exists():  # each claim carries its multiverse mark beside the readings mark
-        assert "| readings mark | multiverse (Figure 8) mark |" in generated_block(readme, "summary")
+        assert "readings: robust" in summary and "; choices (Figure 8): " in summary
+
+
+def test_the_readme_opens_with_what_it_is_the_two_commands_figure_2_and_the_short_claims_table():
+    readme = (REPO / "README.md").read_text()
+    first_screen = "\n".join(readme.splitlines()[:40])
+    ci_command = (REPO / ".ci" / "run").read_text().rstrip().splitlines()[-1]  # the README's test command
+    assert f"&& {ci_command}" in first_screen
+    assert "&& .venv/bin/snakemake --cores 2\n" in first_screen
+    assert "![Figure 2](docs/results/fig2.png)" in first_screen
+    assert "| claim | verdict | replicated | robust |" in first_screen
+    # the short table's last claim row is on the first screen too
+    rows = [line for line in generated_block(readme, "summary").splitlines() if line.startswith("| ")]
+    assert rows[-1] in first_screen
+    assert len(readme.splitlines()) < 200
+    assert "size against δ" not in readme  # the full table lives in claims.md and the report
 
 
 @pytest.mark.parametrize("name,block", sorted(DOCS_BLOCKS))

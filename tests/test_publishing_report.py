@@ -89,6 +89,20 @@ def test_report_shows_each_drawn_figure_and_every_claim_with_both_readings(tmp_p
     assert "../verdicts.md" in parsed.links and "claims.md" in parsed.links
 
 
+def test_the_published_report_opens_with_the_short_table_then_the_figures_and_closes_with_every_claim_in_full():
+    from cqb.publishing.published_results import readme_summary
+
+    published = REPO / "docs" / "results"
+    page = (published / "report.html").read_text()
+    before_figures = page[:page.index("<img ")]
+    assert "<th>claim</th><th>verdict</th><th>replicated</th><th>robust</th>" in before_figures
+    assert "size against δ" not in before_figures  # the wide table waits for the end
+    rows = [line for line in readme_summary(published).splitlines() if line.startswith("| ")][2:]
+    assert before_figures.count("<tr>") == 1 + len(rows)  # the short table and nothing else
+    in_full = page.index('id="in-full"')
+    assert page.index('id="fig2"') < in_full and "size against δ" in page[in_full:]
+
+
 def test_provenance_line_shows_its_code_spans_as_code_not_backticks(tmp_path):
     claims, powered = _claims()
     page = report_html(tmp_path, claims, powered, "From code `abc123` and config `d<e>f`.", REPO / "workflow/report")

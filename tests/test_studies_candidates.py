@@ -24,7 +24,7 @@ from cqb.studies.candidates import (Benchmark, add_runs, benchmark_setup, candid
                                      leaderboard, summary_markdown)
 from cqb.publishing.published_results import publish_candidates
 from cqb.analysis.verdict_rules import FAILS, HOLDS, INCONCLUSIVE
-from cqb.analysis.claims.statistics import bootstrap_mean_interval, mean_interval
+from cqb.analysis.claims.statistics import mean_interval
 from cqb.errors import ConfigError
 from cqb.config.schema import validate_config
 from cqb.config.experiments import build_plan
@@ -198,6 +198,28 @@ def test_leaderboard_ranks_counts_stalls_and_gives_the_paired_delta():
     assert row.loc["cqb_opt", "delta_verdict"] == FAILS and row.loc["cqb_eps", "delta_verdict"] == HOLDS
     assert np.isnan(row.loc["cand", "delta"]) and row.loc["cand", "is_candidate"]
     assert row.loc["cand", "mean"] == pytest.approx(np.mean(list(CANDIDATE.values())))
+
+
+def test_every_interval_is_labelled_by_the_method_that_computed_it():
+    # the claims' interval for the paired Δ and for each policy's mean alike
+    # (the percentile bootstrap under-covers at ten seeds), and the label says so
+    import re
+
+    from cqb.studies.candidates import INTERVAL_METHOD, paired_comparison
+
+    table = table_with_shuffled_seeds()
+    board = leaderboard({"synthetic_base": table}, ["cand"]).set_index("policy")
+    for policy in ("cand", "cqb_eps", "random"):
+        values = table.loc[table["policy"] == policy, "mean_regret"].to_numpy()
+        assert (board.loc[policy, "ci_low"], board.loc[policy, "ci_high"]) == pytest.approx(mean_interval(values))
+    result = paired_comparison(table, "cand", "cqb_eps", "mean_regret", "x", "synthetic_base", "")
+    assert INTERVAL_METHOD in result.statistic  # the check's own account of its interval
+    claims = candidate_claims({"synthetic_base": table}, ["cand"], ["cqb_eps"])
+    assert claims["statistic"].str.contains(INTERVAL_METHOD, regex=False).all()
+    text = summary_markdown(leaderboard({"synthetic_base": table}, ["cand"]), claims)
+    assert "bootstrap" not in text and text.count(f"[{INTERVAL_METHOD}]") == 3  # Δ, mean, Δ vs candidate
+    pointed = re.findall(r"docs/[\w/]+\.md", text)
+    assert pointed and all((REPO / path).exists() for path in pointed), pointed
 
 
 def test_sweep_values_are_separate_cells_and_a_shared_cell_is_claimed_once():

@@ -140,6 +140,24 @@ def test_smoke_run_builds_the_claims_table_with_provenance(smoke_run):
     assert set(runs["seed"]) == {100, 101, 102}  # evaluation seeds disjoint from tuning's 1000+
 
 
+@pytest.mark.skipif(not CAN_RUN_REAL_DATA, reason="the claims need the real datasets' mirror and torchvision")
+def test_smoke_runs_claims_markdown_is_what_publishing_renders_from_its_tables(smoke_run, tmp_path):
+    # `cqb publish` renders claims.md and claims_readings.md from the published
+    # TSVs (cqb.publishing.republish.render_claims_pages): the pipeline's own
+    # pages must be those bytes, not a rendering of the unrounded floats
+    import json
+
+    from cqb.publishing.republish import render_claims_pages
+
+    workdir, _ = smoke_run
+    figures = workdir / SMOKE_RESULTS / "figures"
+    for name in ("claims.tsv", "claims_design.tsv", "claims_readings.tsv"):
+        shutil.copy2(figures / name, tmp_path / name)
+    render_claims_pages(tmp_path, json.loads((figures / "provenance.json").read_text()))
+    for name in ("claims.md", "claims_readings.md"):
+        assert (tmp_path / name).read_bytes() == (figures / name).read_bytes(), name
+
+
 def test_smoke_run_builds_the_powered_reading_look_by_look(smoke_run):
     import json
 

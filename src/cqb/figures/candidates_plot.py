@@ -18,7 +18,7 @@ def plot_leaderboard(board, pdf: str | Path, png: str | Path, title: str = "Cand
 
     from ..presentation import policy_colour
     from ..sim.runfile import atomic_write
-    from ..studies.candidates import sweep_text
+    from ..studies.candidates import INTERVAL_METHOD, sweep_text
 
     panels = list(dict.fromkeys(zip(board["candidate"], board["experiment"])))
     n_cols = min(4, len(panels))
@@ -52,7 +52,8 @@ def plot_leaderboard(board, pdf: str | Path, png: str | Path, title: str = "Cand
         axis.set_title(f"{experiment}: {own['display'].iloc[0]} ({stalled}/{runs} stalled)", fontsize=8)
         axis.set_xlabel(f"Δ {cell['metric'].iloc[0]} (policy − candidate)", fontsize=7)
         axis.tick_params(axis="x", labelsize=7)
-    figure.suptitle(f"{title}: right of 0, the candidate is lower (filled: interval clear of 0)", fontsize=9)
+    figure.suptitle(f"{title}: Δ with its {INTERVAL_METHOD}; right of 0, the candidate is lower "
+                    "(filled: interval clear of 0)", fontsize=9)
     figure.tight_layout()
     for path in (pdf, png):
         with atomic_write(path) as temporary:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import pandas as pd
 
 from ..analysis.claims.kinds import KINDS, claim_kind
-from ..analysis.claims.lines import (claim_sentence, comparison_words, comparisons_in, headline, headline_counts,
-                                    interval_text, level_text, policy_split_text, replication_text, size_text,
-                                    verdict_interval)
+from ..analysis.claims.lines import (NOT_REGISTERED, claim_sentence, comparison_words, comparisons_in, headline,
+                                    headline_counts, interval_text, level_text, policy_split_text,
+                                    replication_text, size_text, verdict_interval)
 from ..analysis.claims.tables import reading_mark_text
 from ..analysis.formatting import format_interval
 from ..analysis.multiverse import mark_text
@@ -124,6 +124,66 @@ def claims_summary_markdown(claims: pd.DataFrame, powered: pd.DataFrame | None,
             "the row above:\n\n" + "\n".join(sentences) + "\n" + "".join(f"\n{note}\n" for note in notes))
 
 
+def claims_short_markdown(claims: pd.DataFrame, powered: pd.DataFrame | None,
+                          per_policy: pd.DataFrame | None = None, multiverse: pd.DataFrame | None = None,
+                          calibration: pd.DataFrame | None = None, replication: pd.DataFrame | None = None) -> str:
+    """The front door's table: per claim of the paper its headline verdict
+    (as :func:`claims_summary_markdown` counts it), whether the replication
+    study replicated it, and whether it is robust to the paper's open
+    readings and to the reconstruction's choices (Figure 8); the headline
+    counts above it, the notes on claims left undecided at their cap below."""
+    powered_of = {} if powered is None else {row["claim"]: row for _, row in powered.iterrows()}
+    across = _multiverse(multiverse)
+    names = _policy_names()
+    lines = ["| claim | verdict | replicated | robust |", "| --- | --- | --- | --- |"]
+    headlines, notes, by_construction = [], [], 0
+    rows = paper_rows(claims)
+    for row in rows:
+        claim, statement = row["claim"], str(row["statement"]).split(" (")[0]
+        source = powered_of.get(claim)
+        verdict = row["verdict"] if source is None else source["verdict"]
+        policies = [] if not policies_any(per_policy) else [p for _, p in per_policy.iterrows() if p["claim"] == claim]
+        split = {p["policy"]: p["verdict"] for p in policies}
+        said = headline(verdict, split)
+        if row.get("mark") == "by construction":
+            by_construction += 1
+            text = f"**{said}** (by construction: not counted)"
+        else:
+            headlines.append(said)
+            text = f"**{said}**"
+        if said != verdict:
+            notes_of = {p["policy"]: " (by construction)" for p in policies if _text(p["by_construction"])}
+            text += f": {policy_split_text(split, names, notes_of)}"
+        readings = reading_mark_text(row.get("mark", "–"), row.get("mark_deciding"), row.get("mark_alternatives"))
+        robust = f"readings: {readings}" + (f"; choices (Figure 8): {across.get(claim, '–')}" if across else "")
+        lines.append(f"| {statement} | {text} | {_replicated(replication, claim, policies, names)} | {robust} |")
+        if source is not None and verdict == "inconclusive" and int(source["n_seeds"]) >= int(source["cap"]):
+            notes.append(_undecided_note(statement, source, policies, calibration, said != verdict, "per policy"))
+    construction_text = (f"; {by_construction} holding by construction, shown and not counted"
+                         if by_construction else "")
+    return (f"Of the paper's {len(rows)} claims, primary readings: {headline_counts(headlines)}"
+            f"{construction_text}.\n\n" + "\n".join(lines) + "\n" + "".join(f"\n{note}\n" for note in notes))
+
+
+def _replicated(replication: pd.DataFrame | None, claim: str, policies: list, names: dict) -> str:
+    """The replication study's result for a claim, or for each of its
+    policies where only they were registered: "replicated (holds, n = 20)"."""
+    def short(policy=""):
+        rows = None if replication is None else replication[
+            (replication["claim"] == claim) & (replication["policy"].fillna("") == policy)]
+        if rows is None or rows.empty:
+            return None
+        found = rows.iloc[0]
+        return f"{found['result']} ({found['replication_verdict']}, n = {found['replication_n']})"
+
+    own = short()
+    if own:
+        return own
+    per = [(p["policy"], short(p["policy"])) for p in policies]
+    per = [f"{names.get(policy, policy)}: {text}" for policy, text in per if text]
+    return "; ".join(per) if per else NOT_REGISTERED
+
+
 def _figures_comparisons(row) -> int:
     """How many comparisons the figures' reading of a claim combined (its detail, one per "; ")."""
     return max(1, len(_text(row.get("detail", "")).split("; ")))
@@ -157,7 +217,8 @@ def _policy_line(policy, figure, own, names, powered_of, confirmatory_of, replic
             f"{' – |' if with_multiverse else ''} {policy['n_seeds']} ({policy['source']}) | {figures} |")
 
 
-def _undecided_note(statement, powered, policies, calibration, split: bool) -> str:
+def _undecided_note(statement, powered, policies, calibration, split: bool,
+                    per_policy_label: str = "per policy (↳ rows)") -> str:
     """Why a primary verdict stays inconclusive at the cap: more looks would
     exceed the design's α; what its last interval excludes; the power the
     calibration shows at the observed effect; the per-policy verdicts."""
@@ -171,4 +232,4 @@ def _undecided_note(statement, powered, policies, calibration, split: bool) -> s
             f"more looks would exceed the design's α{f' ({excluded})' if excluded else ''}"
             + (f"; the design's power at the observed effect was {float(power):.2f} (calibration)"
                if power is not None and power == power else "")
-            + (f"; per policy (↳ rows): {', '.join(decided)}" if decided else "") + ".")
+            + (f"; {per_policy_label}: {', '.join(decided)}" if decided else "") + ".")

@@ -106,15 +106,37 @@ def publish(source: Path, destination: Path, readme: Path) -> list[str]:
 
 
 def readme_summary(folder: Path, marks_folder: Path | None = None) -> str:
-    """The README's claims summary from the tables in ``folder`` (the
-    figures folder, or docs/results/ once published): the claims, their
-    powered reading, the per-policy readings and the confirmatory study,
-    Figure 8's marks, the calibration's power, the claims' design (for the
-    size against δ) and the replication study's results where the folder has
-    them. Figure 8's marks and the replication come from ``marks_folder``
-    where ``folder`` has none (their own targets, published from other runs)."""
-    from ..analysis.claims.lines import read_design, read_replication
+    """The README's claims table (claim, verdict, replicated, robust: the
+    short table, claims_summary.claims_short_markdown) from the tables in
+    ``folder`` (the figures folder, or docs/results/ once published)."""
+    from .claims_summary import claims_short_markdown
+
+    tables = summary_tables(folder, marks_folder)
+    return claims_short_markdown(tables["claims"], tables["claims_powered"], tables["claims_per_policy"],
+                                 tables["fig8_marks"], tables["calibration"], tables["claims_replication"])
+
+
+def claims_in_full(folder: Path, marks_folder: Path | None = None) -> str:
+    """Every claim of the paper in full (claims_summary.claims_summary_markdown:
+    the interval each verdict used, its size against δ, the replication, both
+    marks and the per-policy rows) from the same tables as :func:`readme_summary`."""
     from .claims_summary import claims_summary_markdown
+
+    tables = summary_tables(folder, marks_folder)
+    return claims_summary_markdown(
+        tables["claims"], tables["claims_powered"], tables["claims_per_policy"], tables["fig8_marks"],
+        tables["calibration"], design=tables["claims_design"], replication=tables["claims_replication"],
+        confirmatory=tables["claims_confirmatory"])
+
+
+def summary_tables(folder: Path, marks_folder: Path | None = None) -> dict:
+    """The claims' tables in ``folder`` (None for one it lacks): the claims,
+    their powered reading, the per-policy readings and the confirmatory study,
+    Figure 8's marks, the calibration's power, the claims' design (for the size
+    against δ) and the replication study's results. Figure 8's marks and the
+    replication come from ``marks_folder`` where ``folder`` has none (their
+    own targets, published from other runs)."""
+    from ..analysis.claims.lines import read_design, read_replication
     from .report import read_claims, read_multiverse_marks
 
     def found(name):
@@ -123,20 +145,14 @@ def readme_summary(folder: Path, marks_folder: Path | None = None) -> str:
             path = marks_folder / name
         return path if path.exists() else None
 
-    tables = {name: found(name) for name in ("claims_powered.tsv", "claims_per_policy.tsv", "fig8_marks.tsv",
-                                             "calibration.tsv", "claims_design.tsv", "claims_replication.tsv",
-                                             "claims_confirmatory.tsv")}
-
-    def claims_table(name):
-        return read_claims(tables[name]) if tables[name] else None
-
-    return claims_summary_markdown(
-        read_claims(folder / "claims.tsv"), claims_table("claims_powered.tsv"), claims_table("claims_per_policy.tsv"),
-        read_multiverse_marks(tables["fig8_marks.tsv"]) if tables["fig8_marks.tsv"] else None,
-        pd.read_csv(tables["calibration.tsv"], sep="\t") if tables["calibration.tsv"] else None,
-        design=read_design(tables["claims_design.tsv"]) if tables["claims_design.tsv"] else None,
-        replication=read_replication(tables["claims_replication.tsv"]),
-        confirmatory=claims_table("claims_confirmatory.tsv"))
+    readers = {"claims_powered.tsv": read_claims, "claims_per_policy.tsv": read_claims,
+               "claims_confirmatory.tsv": read_claims, "fig8_marks.tsv": read_multiverse_marks,
+               "calibration.tsv": lambda path: pd.read_csv(path, sep="\t"), "claims_design.tsv": read_design,
+               "claims_replication.tsv": read_replication}
+    tables = {name.removesuffix(".tsv"): (reader(found(name)) if found(name) else None)
+              for name, reader in readers.items()}
+    tables["claims"] = read_claims(folder / "claims.tsv")
+    return tables
 
 
 # Tables made by targets of their own, published from their own runs: a

@@ -5,9 +5,10 @@ figures (``figures/report.html``) and ``cqb publish`` copies to
 Per figure: the image, its caption (workflow/report/<figure>.rst, the same
 text as Snakemake's report), and every claim about it with both readings —
 the paper's N = 10 seeds and the powered one — each with its statistic, value,
-interval and verdict. A summary table of the paper's claims opens the page;
-links lead to the full claims table, the reconstruction notes, the tuning,
-Figure 7's grid and the timings. Built from the generated tables only.
+interval and verdict. The short table of the paper's claims (the README's)
+opens the page; every claim in full and the links (the full claims table, the
+reconstruction notes, the tuning, Figure 7's grid, the timings) close it.
+Built from the generated tables only.
 """
 
 from __future__ import annotations
@@ -230,10 +231,12 @@ def per_policy_html(per_policy: pd.DataFrame) -> str:
 def report_html(figures_dir: Path, claims: pd.DataFrame, powered: pd.DataFrame | None, provenance: str,
                 captions_dir: Path, calibration: pd.DataFrame | None = None,
                 multiverse: pd.DataFrame | None = None, per_policy: pd.DataFrame | None = None,
-                summary: str | None = None) -> str:
+                summary: str | None = None, in_full: str | None = None) -> str:
     """The page; images are referred to by file name, beside the page.
-    ``summary``: the README's generated claims summary (results.readme_summary),
-    shown at the top when given, so that both show each claim's same line."""
+    ``summary``: the README's short claims table (results.readme_summary),
+    which opens the page; then each figure with its claims; then
+    ``in_full`` (results.claims_in_full: every claim with the interval each
+    verdict used, its size, the replication, both marks and the per-policy rows)."""
     rows = claims_rows(claims, powered)
     paper = paper_claims(rows)
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
@@ -241,19 +244,10 @@ def report_html(figures_dir: Path, claims: pd.DataFrame, powered: pd.DataFrame |
              f"<style>{STYLE}</style></head><body>",
              "<h1>Queue length regret bounds for contextual queueing bandits: the replication report</h1>",
              f"<p>{_markdown_code(provenance)}</p>",
-             "<p>Every number on this page comes from the pipeline's tables. Each claim has two readings: "
-             "the paper's (its N seeds, the figures' runs) and the powered one (seeds added in looks until "
-             "the verdict is decided or the cap is reached, the error controlled across the looks); each "
-             "interval is the one its verdict used, labelled with its level. The readings mark is robust when "
-             "the primary reading decides and every alternative reading that decides agrees, "
-             "reading-dependent when one decides otherwise, undecided by the readings when the primary or "
-             "most alternatives decide nothing; a check that cannot fail is marked by construction.</p>",
-             "<h2>The paper's claims at a glance</h2>",
+             "<h2>The paper's claims</h2>",
              markdown_to_html(summary) if summary else _claims_table(paper, with_statistic=False),
-             *(["<h3>Per policy</h3>", per_policy_html(per_policy)]
-               if per_policy is not None and len(per_policy) and not summary else []),
-             "<ul>" + "".join(f'<li><a href="{href}">{html.escape(text)}</a></li>' for text, href in LINKS)
-             + "</ul>"]
+             '<p>Each figure follows with its claims; <a href="#in-full">every claim in full</a> closes the '
+             "page.</p>"]
     for figure, title in SECTIONS:
         image = figures_dir / f"{figure}.png"
         if not image.exists():
@@ -268,6 +262,20 @@ def report_html(figures_dir: Path, claims: pd.DataFrame, powered: pd.DataFrame |
         about = [row for row in rows if row["figure"] == figure]
         if about:
             parts.append(_claims_table(about, with_statistic=True))
+    parts += ['<h2 id="in-full">Every claim of the paper in full</h2>',
+              "<p>Each claim has two readings: the paper's (its N seeds, the figures' runs) and the powered one "
+              "(seeds added in looks until the verdict is decided or the cap is reached, the error controlled "
+              "across the looks); each interval is the one its verdict used, labelled with its level. The "
+              "readings mark is robust when the primary reading decides and every alternative reading that "
+              "decides agrees, reading-dependent when one decides otherwise, undecided by the readings when "
+              "the primary or most alternatives decide nothing; a check that cannot fail is marked by "
+              "construction.</p>"]
+    if in_full:
+        parts.append(markdown_to_html(in_full))
+    elif per_policy is not None and len(per_policy):
+        parts += ["<h3>Per policy</h3>", per_policy_html(per_policy)]
+    parts.append("<ul>" + "".join(f'<li><a href="{href}">{html.escape(text)}</a></li>' for text, href in LINKS)
+                 + "</ul>")
     if calibration is not None and len(calibration):
         parts.append('<h2 id="calibration">Error rates of the powered reading, simulated</h2>')
         parts.append(calibration_html(calibration))

@@ -41,18 +41,37 @@ def read_published(path: Path) -> pd.DataFrame:
     return pd.read_csv(path, sep="\t", keep_default_na=False, na_values=["nan"])
 
 
+def render_claims_pages(folder: Path, record: dict) -> list[str]:
+    """claims.md and claims_readings.md of ``folder`` rendered from its TSVs
+    (claims, claims_design, claims_readings): the one rendering both the
+    pipeline's ``claims`` rule and the publishing path use, so that the same
+    tables give the same pages byte for byte (rendered from the floats, a
+    value on a rounding edge would print differently)."""
+    from ..analysis.claims.lines import read_design
+    from ..analysis.claims.tables import READINGS_HEADER, claims_markdown, readings_markdown
+    from .provenance import provenance_line
+
+    readings = read_published(folder / "claims_readings.tsv")
+    readings["primary"] = readings["primary"].astype(str).str.lower().isin(("true", "1"))
+    atomic_write_text(folder / "claims_readings.md",
+                      readings_markdown(readings, f"{provenance_line(record)}\n\n{READINGS_HEADER}"))
+    claims = read_published(folder / "claims.tsv")
+    atomic_write_text(folder / "claims.md", claims_markdown(claims, design=read_design(folder / "claims_design.tsv")))
+    return [str(folder / "claims_readings.md"), str(folder / "claims.md")]
+
+
 def rebuild(folder: Path, readme: Path, root: Path, draw_fig8=None) -> list[str]:
     """Write every table-derived claims output in ``folder`` again (above);
     ``draw_fig8(multiverse, cells, marks, folder, title)``, when given, draws
     Figure 8 again and returns its path (the figures sit above this layer:
     ``cqb.figures.multiverse_plot.redraw_published``)."""
-    from ..analysis.claims.lines import claims_design, design_of
-    from ..analysis.claims.tables import claims_markdown, readings_markdown, readings_table, with_marks, READINGS_HEADER
+    from ..analysis.claims.lines import claims_design
+    from ..analysis.claims.tables import readings_table, with_marks
     from ..analysis.multiverse import claim_marks, render_markdown
     from ..config.experiments import build_plan
     from ..studies.multiverse_plan import multiverse_design
     from .report import report_html
-    from .published_results import DOCS_BLOCKS, block_text, readme_summary, summary_record
+    from .published_results import DOCS_BLOCKS, block_text, claims_in_full, readme_summary, summary_record
     from .provenance import provenance_line
     from .splicing import splice
     from ..studies.claim_specs import claim_specs, registry_hash
@@ -83,13 +102,12 @@ def rebuild(folder: Path, readme: Path, root: Path, draw_fig8=None) -> list[str]
     readings = readings_table(old[[c for c in old.columns if not c.startswith("mark")]].to_dict("records"), by_name)
     readings["primary"] = readings["primary"].astype(str).str.lower().isin(("true", "1"))
     table("claims_readings.tsv", readings)
-    text(folder / "claims_readings.md", readings_markdown(readings, f"{provenance_line(record)}\n\n{READINGS_HEADER}"))
     claims = read_published(folder / "claims.tsv")
     by_construction = {c: r for c, r in zip(claims["claim"], claims["by_construction"]) if isinstance(r, str) and r}
     claims = with_marks(claims.drop(columns=[c for c in claims.columns if c.startswith("mark")]
                                     + ["by_construction"]), readings, by_construction)
     table("claims.tsv", claims)
-    text(folder / "claims.md", claims_markdown(claims, design=design_of(design)))
+    written += render_claims_pages(folder, record)
     marks = None
     if (folder / "fig8.tsv").exists():
         cells = read_published(folder / "fig8.tsv")
@@ -112,5 +130,6 @@ def rebuild(folder: Path, readme: Path, root: Path, draw_fig8=None) -> list[str]
     text(folder / "report.html", report_html(
         folder, read_claims(folder / "claims.tsv"), optional("claims_powered.tsv"), provenance_line(record),
         root / "workflow" / "report", optional("calibration.tsv", lambda p: pd.read_csv(p, sep="\t", keep_default_na=False)),
-        multiverse=marks, per_policy=optional("claims_per_policy.tsv"), summary=readme_summary(folder)))
+        multiverse=marks, per_policy=optional("claims_per_policy.tsv"), summary=readme_summary(folder),
+        in_full=claims_in_full(folder)))
     return written

@@ -13,8 +13,9 @@ reused as they are: only the candidate's runs are new.
 The comparison reuses the claims machinery (:mod:`cqb.analysis.claims`): per
 (experiment, sweep value) and baseline, a ``best`` check restricted to the
 candidate and that baseline, i.e. the mean over seeds, paired by seed, of
-(baseline − candidate) of the metric with a studentized bootstrap interval and
-the verdict vocabulary of docs/verdicts.md. The leaderboard ranks every
+(baseline − candidate) of the metric with the claims' skew-corrected t
+interval and the verdict vocabulary of docs/verdicts.md; each policy's mean
+has the same interval (INTERVAL_METHOD). The leaderboard ranks every
 non-oracle policy of each cell by its mean metric, gives its stalled runs
 (counted, never dropped) and its paired difference to the candidate.
 
@@ -37,6 +38,13 @@ from ..errors import ConfigError, config_error
 from ..analysis.curves import Curve
 from ..config.experiments import SWEEP_SYMBOLS, Run, check_values, expand_experiment
 from ..presentation import display_name
+
+# Every interval the benchmark writes, and its label: the claims' interval
+# (cqb.analysis.claims.statistics.mean_interval, Hall's skew-corrected t),
+# which keeps its level at the figures' ten seeds where the percentile
+# bootstrap under-covers (docs/verdicts.md)
+CONFIDENCE = 0.95
+INTERVAL_METHOD = f"skew-corrected t {CONFIDENCE:.0%} interval"
 
 # what a claim or a table calls a metric of cqb.analysis.summaries
 METRIC_WORDS = {"mean_regret": "mean regret", "tail_regret": "tail regret",
@@ -226,15 +234,15 @@ def _cells(runs):
 
 def paired_comparison(rows, candidate: str, other: str, metric: str, name: str, experiment: str, value: str):
     """Paired by seed, mean of (other − candidate) of ``metric`` with its
-    bootstrap interval and verdict (holds: the candidate is lower): the
-    ``best`` check (cqb.analysis.claims.kinds) on the two policies alone."""
+    interval (INTERVAL_METHOD) and verdict (holds: the candidate is lower):
+    the ``best`` check (cqb.analysis.claims.kinds) on the two policies alone."""
     from ..analysis.claims.kinds import BEST, check_claim
     from ..analysis.claims.registry import ClaimSpec
 
     pair = rows[rows["policy"].isin([candidate, other])]
     spec = ClaimSpec(name=name, statement="", kind=BEST, experiment=experiment, policies=(candidate,),
                      metric=metric, sweep_values=(value,) if value != "" else ())
-    return check_claim(pair, spec)
+    return check_claim(pair, spec, CONFIDENCE)
 
 
 def _check_seeds(rows, candidate: str, experiment: str, value: str) -> None:
@@ -249,14 +257,14 @@ def _check_seeds(rows, candidate: str, experiment: str, value: str) -> None:
 def leaderboard(runs: Mapping[str, "pd.DataFrame"], candidates: Sequence[str], metric: str = "mean_regret",
                 display_names: Mapping[str, str] | None = None):
     """One row per (candidate, experiment, sweep value, non-oracle policy):
-    rank by the mean metric (1 = lowest), its bootstrap interval, stalled runs,
+    rank by the mean metric (1 = lowest), its interval (INTERVAL_METHOD), stalled runs,
     and the paired difference (policy − candidate) with its interval and verdict
     (holds: the candidate is lower). ``runs``: experiment → per-run summaries
     (cqb.analysis.summaries.RUN_COLUMNS) holding the paper's policies and the candidates."""
     import numpy as np
     import pandas as pd
 
-    from ..analysis.claims.statistics import bootstrap_mean_interval
+    from ..analysis.claims.statistics import mean_interval
 
     display_names = display_names or {}
     rows = []
@@ -272,7 +280,7 @@ def leaderboard(runs: Mapping[str, "pd.DataFrame"], candidates: Sequence[str], m
                 order = sorted(policies, key=lambda p: (means[p], p))
                 for policy in order:
                     group = cell[cell["policy"] == policy]
-                    low, high = bootstrap_mean_interval(group[metric].to_numpy(dtype=np.float64))
+                    low, high = mean_interval(group[metric].to_numpy(dtype=np.float64), CONFIDENCE)
                     stalled = group["stalled"].astype(bool)
                     if policy == candidate:
                         delta = (math.nan, math.nan, math.nan, "", len(group))
@@ -328,7 +336,7 @@ def candidate_claims(runs: Mapping[str, "pd.DataFrame"], candidates: Sequence[st
                                  f"{display_names.get(baseline, baseline)} on {experiment}"
                                  + (f" ({at})" if at else ""))
                     statistic = (f"paired by seed, mean of ({metric} of {baseline} − {metric} of {candidate}), "
-                                 "bootstrap 95% interval; holds above 0")
+                                 f"{INTERVAL_METHOD}; holds above 0")
                     rows.append({"claim": name, "figure": "candidates", "experiment": experiment,
                                  "statement": statement, "statistic": statistic, "value": result.value,
                                  "ci_low": result.ci_low, "ci_high": result.ci_high, "verdict": result.verdict,
@@ -346,7 +354,8 @@ def summary_markdown(board, claims, header: str = "", title: str = "Candidate be
     lines = [header, ""] if header else []
     lines += [f"**{title}.** Per (experiment, sweep value): every policy on the same seeds and traces "
               "(common random numbers); Δ = paired by seed, mean over seeds of (policy − candidate), "
-              "bootstrap 95% interval: above 0, the candidate has the lower value (docs/candidates.md).", ""]
+              f"{INTERVAL_METHOD} (each policy's mean too): above 0, the candidate has the lower value "
+              "(docs/extending.md, 'The candidate-policy benchmark'; the interval: docs/verdicts.md).", ""]
     if sources:
         lines += ["Policy code: " + "; ".join(sources) + ".", ""]
     for (candidate, baseline), group in claims.groupby(["candidate", "baseline"], sort=False):
@@ -355,14 +364,15 @@ def summary_markdown(board, claims, header: str = "", title: str = "Candidate be
                      f"higher in **{counts[FAILS]}**, inconclusive in **{counts[INCONCLUSIVE]}**.")
     lines += ["", "(A cell with the same runs as an earlier one, such as the base instance inside each sweep, "
               "is claimed once, under the first experiment; the leaderboard lists it in every experiment.)"]
-    lines += ["", "| claim | Δ [95% interval] | verdict | n seeds |", "| --- | --- | --- | ---: |"]
+    label = f"[{INTERVAL_METHOD}]"
+    lines += ["", f"| claim | Δ {label} | verdict | n seeds |", "| --- | --- | --- | ---: |"]
     for row in claims.itertuples():
         lines.append(f"| {row.statement} | {format_interval(row.value, row.ci_low, row.ci_high)} | "
                      f"**{row.verdict}** | {row.n_seeds} |")
     lines += ["", "Leaderboard (rank 1 = lowest mean; stalled: runs whose tail regret exceeds the stall "
               "threshold, docs/verdicts.md):", "",
-              "| candidate | experiment | sweep | rank | policy | mean [95% interval] | stalled | "
-              "Δ vs candidate [95% interval] | verdict |",
+              f"| candidate | experiment | sweep | rank | policy | mean {label} | stalled | "
+              f"Δ vs candidate {label} | verdict |",
               "| --- | --- | --- | ---: | --- | --- | ---: | --- | --- |"]
     for row in board.itertuples():
         name = f"**{row.display}**" if row.is_candidate else row.display
