@@ -124,6 +124,12 @@ def claims_summary_markdown(claims: pd.DataFrame, powered: pd.DataFrame | None,
             "the row above:\n\n" + "\n".join(sentences) + "\n" + "".join(f"\n{note}\n" for note in notes))
 
 
+def adversarial_rows(claims: pd.DataFrame) -> list:
+    """The adversarial study's claims (Figure 9): the paper's Theorem 6.3, one
+    row per adversary, and our hypotheses, counted apart from the §7 claims."""
+    return [row for _, row in claims.iterrows() if str(row["figure"]).startswith("fig9")]
+
+
 def claims_short_markdown(claims: pd.DataFrame, powered: pd.DataFrame | None,
                           per_policy: pd.DataFrame | None = None, multiverse: pd.DataFrame | None = None,
                           calibration: pd.DataFrame | None = None, replication: pd.DataFrame | None = None) -> str:
@@ -131,38 +137,76 @@ def claims_short_markdown(claims: pd.DataFrame, powered: pd.DataFrame | None,
     (as :func:`claims_summary_markdown` counts it), whether the replication
     study replicated it, and whether it is robust to the paper's open
     readings and to the reconstruction's choices (Figure 8); the headline
-    counts above it, the notes on claims left undecided at their cap below."""
-    powered_of = {} if powered is None else {row["claim"]: row for _, row in powered.iterrows()}
-    across = _multiverse(multiverse)
-    names = _policy_names()
-    lines = ["| claim | verdict | replicated | robust |", "| --- | --- | --- | --- |"]
-    headlines, notes, by_construction = [], [], 0
+    counts above it, the notes on claims left undecided at their cap below.
+    The adversarial study's claims follow in a table of their own, the
+    paper's and ours counted apart."""
+    table = _ShortTable(powered, per_policy, _multiverse(multiverse), calibration, replication)
     rows = paper_rows(claims)
-    for row in rows:
-        claim, statement = row["claim"], str(row["statement"]).split(" (")[0]
-        source = powered_of.get(claim)
-        verdict = row["verdict"] if source is None else source["verdict"]
-        policies = [] if not policies_any(per_policy) else [p for _, p in per_policy.iterrows() if p["claim"] == claim]
-        split = {p["policy"]: p["verdict"] for p in policies}
-        said = headline(verdict, split)
-        if row.get("mark") == "by construction":
-            by_construction += 1
-            text = f"**{said}** (by construction: not counted)"
-        else:
-            headlines.append(said)
-            text = f"**{said}**"
-        if said != verdict:
-            notes_of = {p["policy"]: " (by construction)" for p in policies if _text(p["by_construction"])}
-            text += f": {policy_split_text(split, names, notes_of)}"
-        readings = reading_mark_text(row.get("mark", "–"), row.get("mark_deciding"), row.get("mark_alternatives"))
-        robust = f"readings: {readings}" + (f"; choices (Figure 8): {across.get(claim, '–')}" if across else "")
-        lines.append(f"| {statement} | {text} | {_replicated(replication, claim, policies, names)} | {robust} |")
-        if source is not None and verdict == "inconclusive" and int(source["n_seeds"]) >= int(source["cap"]):
-            notes.append(_undecided_note(statement, source, policies, calibration, said != verdict, "per policy"))
+    lines, headlines, notes, by_construction = table.lines(rows)
     construction_text = (f"; {by_construction} holding by construction, shown and not counted"
                          if by_construction else "")
-    return (f"Of the paper's {len(rows)} claims, primary readings: {headline_counts(headlines)}"
+    text = (f"Of the paper's {len(rows)} claims, primary readings: {headline_counts(headlines)}"
             f"{construction_text}.\n\n" + "\n".join(lines) + "\n" + "".join(f"\n{note}\n" for note in notes))
+    adversarial = adversarial_rows(claims)
+    if not adversarial:
+        return text
+    lines, _, notes, _ = table.lines(adversarial)
+    paper = [row for row in adversarial if not str(row["statement"]).startswith("(ours)")]
+    ours = [row for row in adversarial if str(row["statement"]).startswith("(ours)")]
+    count = lambda chosen: headline_counts([table.headline(row) for row in chosen])  # noqa: E731
+    return (text + f"\n**The adversarial study** (Figure 9, [adversarial.md](docs/adversarial.md)): the paper's "
+            f"Theorem 6.3, never tested by its experiments, {len(paper)} rows (one per adversary): {count(paper)}; "
+            f"our {len(ours)} hypotheses: {count(ours)}.\n\n" + "\n".join(lines) + "\n"
+            + "".join(f"\n{note}\n" for note in notes))
+
+
+class _ShortTable:
+    """The short table's rows for a list of claims."""
+
+    def __init__(self, powered, per_policy, across, calibration, replication):
+        self.powered_of = {} if powered is None else {row["claim"]: row for _, row in powered.iterrows()}
+        self.per_policy, self.across, self.calibration, self.replication = per_policy, across, calibration, replication
+        self.names = _policy_names()
+
+    def _policies(self, claim) -> list:
+        return [] if not policies_any(self.per_policy) else [
+            p for _, p in self.per_policy.iterrows() if p["claim"] == claim]
+
+    def headline(self, row) -> str:
+        source = self.powered_of.get(row["claim"])
+        verdict = row["verdict"] if source is None else source["verdict"]
+        return headline(verdict, {p["policy"]: p["verdict"] for p in self._policies(row["claim"])})
+
+    def lines(self, rows):
+        lines = ["| claim | verdict | replicated | robust |", "| --- | --- | --- | --- |"]
+        headlines, notes, by_construction = [], [], 0
+        for row in rows:
+            claim, statement = row["claim"], str(row["statement"]).split(" (")[0]
+            if statement.startswith("(ours"):
+                statement = str(row["statement"])
+            source = self.powered_of.get(claim)
+            verdict = row["verdict"] if source is None else source["verdict"]
+            policies = self._policies(claim)
+            split = {p["policy"]: p["verdict"] for p in policies}
+            said = self.headline(row)
+            if row.get("mark") == "by construction":
+                by_construction += 1
+                text = f"**{said}** (by construction: not counted)"
+            else:
+                headlines.append(said)
+                text = f"**{said}**"
+            if said != verdict:
+                notes_of = {p["policy"]: " (by construction)" for p in policies if _text(p["by_construction"])}
+                text += f": {policy_split_text(split, self.names, notes_of)}"
+            readings = reading_mark_text(row.get("mark", "–"), row.get("mark_deciding"), row.get("mark_alternatives"))
+            robust = f"readings: {readings}" + (
+                f"; choices (Figure 8): {self.across.get(claim, '–')}" if self.across else "")
+            lines.append(f"| {statement} | {text} | {_replicated(self.replication, claim, policies, self.names)} "
+                         f"| {robust} |")
+            if source is not None and verdict == "inconclusive" and int(source["n_seeds"]) >= int(source["cap"]):
+                notes.append(_undecided_note(statement, source, policies, self.calibration, said != verdict,
+                                             "per policy"))
+        return lines, headlines, notes, by_construction
 
 
 def _replicated(replication: pd.DataFrame | None, claim: str, policies: list, names: dict) -> str:
