@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 from packaging.requirements import Requirement
+from packaging.version import Version
 
 from conftest import REPO
 
@@ -343,3 +344,53 @@ def test_import_scan_follows_the_package():
 def test_shell_commands_are_traced_to_their_code(shell, expected):
     rule = {"name": "example", "script": [], "shell": shell}
     assert run_targets(rule) == [REPO / expected]
+
+
+# --- the floors (requirements-floors.txt) ------------------------------------------------
+#
+# One table of the oldest tested versions; .ci/run installs exactly it in .venv-floors.
+
+FLOORS_FILE = REPO / "requirements-floors.txt"
+
+
+def floors() -> dict[str, Version]:
+    return {name: Version(pinned_version(line)) for name, line in pip_requirements(FLOORS_FILE).items()}
+
+
+def stated_requirements() -> list[Requirement]:
+    """pyproject.toml's ranges: the dependencies and the extras that are not pinned (mnist is)."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    return [Requirement(r) for r in project["dependencies"] + extras["pipeline"] + extras["test"]]
+
+
+def test_the_floors_file_pins_every_package_once():
+    lines = [line.split("#")[0].strip() for line in FLOORS_FILE.read_text().splitlines()]
+    lines = [line for line in lines if line]
+    assert all(pinned_version(line) for line in lines), lines
+    assert len(lines) == len(floors()), "a package is listed twice"
+
+
+def test_pyproject_lower_bounds_are_the_floors():
+    table, stated = floors(), {package_name(r.name): r for r in stated_requirements()}
+    assert set(stated) == set(table), (
+        f"only in pyproject.toml: {sorted(set(stated) - set(table))}; "
+        f"only in requirements-floors.txt: {sorted(set(table) - set(stated))}")
+    for name, requirement in stated.items():
+        lower = [Version(s.version) for s in requirement.specifier if s.operator == ">="]
+        assert lower == [table[name]], f"pyproject.toml: {requirement} vs requirements-floors.txt: {table[name]}"
+        assert requirement.specifier.contains(table[name]), f"{requirement} excludes its floor {table[name]}"
+
+
+def test_the_workflow_and_the_slurm_profile_state_the_same_floors():
+    table = floors()
+    min_version = re.search(r'min_version\("([\d.]+)"\)', (REPO / "workflow" / "Snakefile").read_text()).group(1)
+    assert Version(min_version) == table["snakemake"], f"workflow/Snakefile min_version {min_version}"
+    header = (REPO / "profiles" / "slurm" / "config.yaml").read_text()
+    stated = re.search(r"snakemake-executor-plugin-slurm >= ([\d.]+)", header).group(1)
+    assert Version(stated) == table["snakemake-executor-plugin-slurm"], f"profiles/slurm: >= {stated}"
+
+
+def test_ci_tests_the_floors():
+    run = (REPO / ".ci" / "run").read_text()
+    assert re.search(r"\.venv-floors/bin/python -m pip install [^\n]*-r requirements-floors\.txt", run), run
