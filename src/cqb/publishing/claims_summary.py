@@ -150,7 +150,7 @@ def claims_short_markdown(claims: pd.DataFrame, powered: pd.DataFrame | None,
     adversarial = adversarial_rows(claims)
     if not adversarial:
         return text
-    lines, _, notes, _ = table.lines(adversarial)
+    lines, _, notes, _ = table.lines(adversarial, whole_statements=True)
     paper = [row for row in adversarial if not str(row["statement"]).startswith("(ours)")]
     ours = [row for row in adversarial if str(row["statement"]).startswith("(ours)")]
     count = lambda chosen: headline_counts([table.headline(row) for row in chosen])  # noqa: E731
@@ -177,13 +177,14 @@ class _ShortTable:
         verdict = row["verdict"] if source is None else source["verdict"]
         return headline(verdict, {p["policy"]: p["verdict"] for p in self._policies(row["claim"])})
 
-    def lines(self, rows):
+    def lines(self, rows, whole_statements: bool = False):
+        """The table's lines; a statement loses its parenthesis (the paper's
+        §7 claims) unless ``whole_statements`` (rows that differ only there)."""
         lines = ["| claim | verdict | replicated | robust |", "| --- | --- | --- | --- |"]
         headlines, notes, by_construction = [], [], 0
         for row in rows:
-            claim, statement = row["claim"], str(row["statement"]).split(" (")[0]
-            if statement.startswith("(ours"):
-                statement = str(row["statement"])
+            claim, statement = row["claim"], str(row["statement"])
+            statement = statement if whole_statements else statement.split(" (")[0]
             source = self.powered_of.get(claim)
             verdict = row["verdict"] if source is None else source["verdict"]
             policies = self._policies(claim)
