@@ -3,9 +3,9 @@ own loops at every d, cqb.sim._algebra.DenseAlgebra) and with it on, and say
 which run file each replay reproduces: a run whose old path comes back with
 the loops moved because of BLAS's summation order, nothing else.
 
-    python -m bench.blas_replay SPEC_JSON POLICY PARAMS_JSON HORIZON SEED OLD_RUN NEW_RUN
+    python -m bench.blas_replay INSTANCE_JSON POLICY PARAMS_JSON HORIZON SEED OLD_RUN NEW_RUN
 
-SPEC_JSON, POLICY and PARAMS_JSON as the run's `cqb run` command line has
+INSTANCE_JSON, POLICY and PARAMS_JSON as the run's `cqb run` command line has
 them (Snakemake's log keeps it); OLD_RUN and NEW_RUN the two trees' run files.
 """
 

@@ -180,7 +180,7 @@ def runs_of(kind, values, others):
     return pd.DataFrame(rows)
 
 
-SPECS = {
+KIND_CASES = {
     "best": (ClaimSpec("c", "", "best", "e", ("a",)), 0.0, True, 0.05),
     "converges": (ClaimSpec("c", "", "converges", "e", ("p",), threshold=1.0), 1.0, False, 0.0),
     "ordered": (ClaimSpec("c", "", "ordered", "e", ("p",), metric="time_to_optimal"), 0.5, True, 0.15),
@@ -191,7 +191,7 @@ SPECS = {
 
 @st.composite
 def procedures(draw):
-    kind = draw(st.sampled_from(sorted(SPECS)))
+    kind = draw(st.sampled_from(sorted(KIND_CASES)))
     looks = tuple(sorted(draw(st.sets(st.integers(4, 40), min_size=1, max_size=4))))
     cap = looks[-1]
     if kind in ("best", "converges"):
@@ -214,7 +214,7 @@ def procedures(draw):
 @given(procedure=procedures())
 def test_the_simulated_procedure_stops_where_the_powered_reading_stops(procedure):
     kind, looks, values, others, alpha = procedure
-    spec, threshold, upward, margin = SPECS[kind]
+    spec, threshold, upward, margin = KIND_CASES[kind]
     runs = runs_of(kind, values, others)
     key = {"best": "b − a", "ordered": "p 3→5"}.get(kind)
     claim = PoweredClaim(spec, looks, FIRST, alpha, margin, ())

@@ -34,7 +34,7 @@ from cqb.data import (
     read_idx_gz,
     save_pool,
 )
-from cqb.datasets.registry import DATASET_SPECS, MNIST_ARCHIVES, datasets_schema, named_function
+from cqb.datasets.registry import DECLARED_DATASETS, MNIST_ARCHIVES, datasets_schema, named_function
 from cqb.config.schema import validate_with_defaults
 from cqb.errors import ConfigError
 
@@ -188,7 +188,7 @@ def test_the_datasets_schema_follows_the_registry(monkeypatch):
 
     iris = datasets.DatasetSpec("iris", "Iris", datasets.PLAIN_FILES, "iris:preprocess",
                                 {"n_samples": {"type": "integer", "minimum": 1, "default": 150}}, read="iris:read")
-    monkeypatch.setattr(datasets, "DATASET_SPECS", datasets.DATASET_SPECS + (iris,))
+    monkeypatch.setattr(datasets, "DECLARED_DATASETS", datasets.DECLARED_DATASETS + (iris,))
     monkeypatch.setattr(datasets, "DATASETS", {**datasets.DATASETS, "iris": iris})
     schema = datasets_schema(STATIC_DATASETS_SCHEMA)
     config = yaml.safe_load((REPO / "config" / "datasets.yaml").read_text())
@@ -212,7 +212,7 @@ def test_a_variant_overrides_only_the_options_of_a_plain_file_dataset(preprocess
         validate_with_defaults(config, datasets_schema(STATIC_DATASETS_SCHEMA))
 
 
-@pytest.mark.parametrize("spec", DATASET_SPECS, ids=lambda spec: spec.name)
+@pytest.mark.parametrize("spec", DECLARED_DATASETS, ids=lambda spec: spec.name)
 def test_each_transform_takes_its_datasets_options(spec):
     """An option the transform does not take (a misspelt one) would be a TypeError
     at the first preprocess job; here it fails at once."""

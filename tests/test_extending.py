@@ -200,7 +200,7 @@ def test_each_declaration_lives_in_a_listed_file(kind):
 def test_the_check_finds_a_declaration_outside_its_module(tmp_path):
     """The check's own mutant: a dataset spec in another module, a dataset
     name in a workflow rule; a test naming one is not a source file."""
-    for path, text in (("src/cqb/data/registry.py", 'SPECS = (DatasetSpec("iris", "Iris"),)\n'),
+    for path, text in (("src/cqb/data/registry.py", 'DECLARED = (DatasetSpec("iris", "Iris"),)\n'),
                        ("workflow/rules/data.smk", 'if dataset == "iris":\n    pass\n'),
                        ("tests/test_data.py", 'DatasetSpec("iris")\n')):
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import curve_of, fabricate_run
 from cqb.analysis.aggregate import aggregate_curves, read_table, write_table
-from cqb.config.experiments import FigureSpec, Panel, PanelCurve
+from cqb.config.panels import FigureSpec, Panel, PanelCurve
 from cqb.figures.plotting import figure_table, make_figure
 
 

@@ -77,7 +77,7 @@ class IndexChecker:
         self.inner.observe(t, job, server, success)
 
 
-SPEC_K4_D3 = {"kind": "synthetic", "n_servers": 4, "dim": 3, "arrival_rate": 0.7, "slack": 0.1}
+INSTANCE_K4_D3 = {"kind": "synthetic", "n_servers": 4, "dim": 3, "arrival_rate": 0.7, "slack": 0.1}
 OPTIMISTIC = {
     "cqb_opt": {"bonus_scale": 0.3},
     "cqb_eps": {"tau": 60, "explore_prob": 0.2, "bonus_scale": 0.3},
@@ -88,7 +88,7 @@ OPTIMISTIC = {
 
 @pytest.mark.parametrize("policy", sorted(OPTIMISTIC))
 def test_optimistic_policies_choose_the_argmax_of_the_spec_index(policy):
-    instance = instance_from_spec(SPEC_K4_D3, stream(1, "instance"))
+    instance = instance_from_spec(INSTANCE_K4_D3, stream(1, "instance"))
     trace = draw_trace(instance, 600, 1)
     inner, params = make_policy(policy, policy_env(instance, 600), trace.contexts, stream(1, "policy"),
                                 OPTIMISTIC[policy], trace.true_means)

@@ -6,7 +6,7 @@
 from cqb.analysis.sensitivity import grid_cells
 
 # the cells of the grid; a cell without its claim stops here, named
-FIG7_CELLS = or_config_error(grid_cells, PLAN.grid, PLAN, CLAIM_SPECS)
+FIG7_CELLS = or_config_error(grid_cells, PLAN.grid, PLAN, REGISTERED_CLAIMS)
 
 
 rule fig7:

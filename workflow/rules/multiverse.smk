@@ -8,7 +8,7 @@
 from cqb.analysis.multiverse import alternative_curves
 from cqb.studies.multiverse_plan import alternative_files, merge_runs, multiverse_design, multiverse_runs
 
-MULTIVERSE = or_config_error(multiverse_design, config, PLAN, CLAIM_SPECS)
+MULTIVERSE = or_config_error(multiverse_design, config, PLAN, REGISTERED_CLAIMS)
 MULTIVERSE_IN_REPORT = bool(MULTIVERSE) and (
     config["multiverse"]["in_all"] or Path(f"{FIGURES}/fig8_marks.tsv").exists()
 )

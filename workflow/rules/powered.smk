@@ -8,7 +8,7 @@ from cqb.analysis.powered_reading import look_counts, powered_claims, run_files 
 from cqb.studies.confirmatory import confirmatory_claims
 from cqb.studies.claim_specs import check_seed_uses, seed_uses
 
-POWERED = powered_claims(config, PLAN, CLAIM_SPECS)
+POWERED = powered_claims(config, PLAN, REGISTERED_CLAIMS)
 POWERED_LOOK = f"{RESULTS}/powered/{{claim}}/look{{look}}.json"
 POWERED_TABLE = f"{FIGURES}/claims_powered.tsv"
 POWERED_READINGS = f"{FIGURES}/claims_powered_readings.tsv"
@@ -16,7 +16,7 @@ STAGE2 = config["tuning"]["stage2"]
 STAGE2_SEEDS = tuple(range(STAGE2["first_seed"], STAGE2["first_seed"] + STAGE2["seeds"]))
 CONTENDERS = f"{RESULTS}/tuning/contenders.tsv"
 # the confirmatory study (cqb.studies.confirmatory): one look per claim, as a powered look
-CONFIRMATORY = confirmatory_claims(config, PLAN, CLAIM_SPECS)
+CONFIRMATORY = confirmatory_claims(config, PLAN, REGISTERED_CLAIMS)
 CONFIRMATORY_STATE = f"{RESULTS}/confirmatory/{{claim}}/look{{look}}.json"
 CONFIRMATORY_STATES = [CONFIRMATORY_STATE.format(claim=name, look=0) for name in CONFIRMATORY]
 CONFIRMATORY_TABLE = f"{FIGURES}/claims_confirmatory.tsv"

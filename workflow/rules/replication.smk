@@ -6,7 +6,7 @@
 
 from cqb.studies.replication import replication_claims
 
-REPLICATION = replication_claims(config, PLAN, CLAIM_SPECS)
+REPLICATION = replication_claims(config, PLAN, REGISTERED_CLAIMS)
 REPLICATION_STATE = f"{RESULTS}/replication/{{claim}}/look{{look}}.json"
 REPLICATION_TABLE = f"{FIGURES}/claims_replication.tsv"
 

@@ -4,11 +4,11 @@
 from cqb.studies.replication import calibration_designs
 from cqb.studies.claim_specs import registry_hash
 
-CLAIM_SPECS = claim_specs(config, PLAN)
+REGISTERED_CLAIMS = claim_specs(config, PLAN)
 TUNING_EXPERIMENTS, TUNED_CONFIGURED = tuning_setup(config, PLAN)
 # the results summary covers every experiment a figure or a claim reports
 SUMMARY_EXPERIMENTS = list(
-    dict.fromkeys([e for spec in PLAN.figures.values() for e in spec.experiments] + claim_experiments(CLAIM_SPECS))
+    dict.fromkeys([e for spec in PLAN.figures.values() for e in spec.experiments] + claim_experiments(REGISTERED_CLAIMS))
 )
 
 
@@ -75,7 +75,7 @@ POOL_FILES = sorted({run.instance["pool"] for run in PLAN.runs.values() if "pool
 
 rule claims:
     input:
-        runs=[RUNS_TABLE.format(experiment=e) for e in claim_experiments(CLAIM_SPECS)],
+        runs=[RUNS_TABLE.format(experiment=e) for e in claim_experiments(REGISTERED_CLAIMS)],
         curves=[CURVES_TABLE.format(experiment=e) for e in SUMMARY_EXPERIMENTS],
         pools=POOL_FILES,
         tuning=f"{RESULTS}/tuning/choices.tsv" if TUNING_EXPERIMENTS else [],
@@ -104,8 +104,8 @@ rule claims:
     conda:
         "../envs/analysis.yaml"
     params:
-        specs=CLAIM_SPECS,
-        run_experiments=claim_experiments(CLAIM_SPECS),
+        specs=REGISTERED_CLAIMS,
+        run_experiments=claim_experiments(REGISTERED_CLAIMS),
         curve_experiments=SUMMARY_EXPERIMENTS,
         configured=TUNED_CONFIGURED,
         display_names=display_names(),

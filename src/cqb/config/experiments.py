@@ -8,7 +8,7 @@ the config dict, so it is tested without Snakemake (tests/test_config_experiment
   run file per seed. Runs shared by several experiments are one Run.
 * A :class:`Curve` is one line of an experiment's table: a policy label at one
   sweep value, over its seeds.
-* A :class:`FigureSpec` says which curves each panel of a figure draws, with
+* A :class:`~cqb.config.panels.FigureSpec` says which curves each panel of a figure draws, with
   their legends; :mod:`cqb.figures.plotting` draws it from the aggregate tables.
 
 Policy parameters have one source of truth, the registry's parameter
@@ -28,8 +28,9 @@ from pathlib import Path
 from ..analysis.curves import Curve, format_value
 from ..errors import ConfigError, config_error
 from ..presentation import display_name
-from ..sim.streams import family_of, shift_round, stream_kind, stream_params
-from .schema import (SWEPT_INSTANCE_KEYS, _registry, at_horizon, instance_sweep_keys,
+from ..sim.streams import family_of, stream_kind, stream_params
+from .panels import figure_spec
+from .schema import (SWEPT_INSTANCE_KEYS, _registry, accepted_parameters, at_horizon, instance_sweep_keys,
                      parameter_fields)
 
 
@@ -40,8 +41,6 @@ from .schema import (SWEPT_INSTANCE_KEYS, _registry, at_horizon, instance_sweep_
 BASE_INSTANCE = {"kind": "synthetic", "n_servers": 5, "dim": 5, "arrival_rate": 0.7, "slack": 0.1}
 
 INSTANCE_KEY_TAGS = dict(zip(SWEPT_INSTANCE_KEYS, ("K", "d", "lam", "eps", "acc")))  # in instance-id order
-SWEEP_SYMBOLS = {"slack": "ϵ", "n_servers": "K", "dim": "d", "arrival_rate": "λ",
-                 "bonus_scale": "c_β", "horizon": "T", "kind": "stream", "noise_scale": "σ"}
 # the rate figures' tables beside the experiments' (workflow/rules/rates.smk)
 RESERVED_TABLES = ("regret_rates", "regret_slopes", "adversarial_regret_rates", "adversarial_regret_slopes")
 
@@ -81,48 +80,6 @@ class Run:
 
 
 @dataclass(frozen=True)
-class PanelCurve:
-    policy: str  # run label: the table's `policy` column
-    sweep_value: str  # as in the table
-    display: str
-    legend: str
-    swept: bool = True  # False: a reference (the oracle) that does not take the swept parameter
-
-
-@dataclass(frozen=True)
-class Panel:
-    title: str
-    experiment: str
-    sweep_param: str
-    curves: tuple[PanelCurve, ...]
-    yscale: str = "linear"
-    ylim: tuple | None = None
-    marks: tuple[int, ...] = ()  # rounds a context stream changes at (T0), drawn as vertical lines
-
-
-# the bands that go with each centre line: ±1 sd or se around a mean, the
-# interquartile range around a median
-BANDS = {"mean": ("sd", "se", "none"), "median": ("iqr", "none")}
-
-
-@dataclass(frozen=True)
-class FigureSpec:
-    name: str
-    title: str
-    panels: tuple[Panel, ...]
-    band: str = "sd"  # see BANDS
-    panel_width: float = 4.2
-    panel_height: float = 3.4
-    dpi: int = 150
-    center: str = "mean"  # the line: mean or median over seeds
-    quantity: str = "queue"  # what the panels draw: the queue Q(t), or the regret Q(t) − Q*(t)
-
-    @property
-    def experiments(self) -> list[str]:
-        return sorted({panel.experiment for panel in self.panels})
-
-
-@dataclass(frozen=True)
 class GridCell:
     """One (dataset, construction column) of Figure 7's grid that has its experiment."""
 
@@ -158,10 +115,6 @@ class Plan:
                 for seed, path in zip(curve.seeds, self.run_files(curve, run_file))]
 
 
-def _accepted(policy: str) -> set[str]:
-    return {item.name for item in fields(_registry()[policy].params)}
-
-
 def _defaults(policy: str) -> dict:
     return {key: default for key, (_, default) in parameter_fields(_registry()[policy].params).items()}
 
@@ -180,7 +133,7 @@ def resolve_label(config: Mapping, label: str, experiment_name: str) -> tuple[st
         config_error(f"experiments.{experiment_name}.policies", label,
                      f"unknown policy; known: {', '.join(sorted(registry))}")
     display = variants[label].get("display", label) if label in variants else display_name(policy)
-    accepted = _accepted(policy)
+    accepted = accepted_parameters(policy)
     defaults = config["defaults"]
     params = _defaults(policy)
     params.update({k: v for k, v in defaults["policy_params"].items() if k in accepted})
@@ -226,7 +179,7 @@ def expand_experiment(config: Mapping, name: str) -> list[Curve]:
     sweep = experiment["sweep"] or {}
     sweep_param, sweep_values = next(iter(sweep.items())) if sweep else ("", [None])
     policy_sweep = bool(sweep_param) and sweep_param != "horizon" and sweep_param not in instance_sweep_keys()
-    if policy_sweep and not any(sweep_param in _accepted(policy) for policy, _, _ in resolved.values()):
+    if policy_sweep and not any(sweep_param in accepted_parameters(policy) for policy, _, _ in resolved.values()):
         config_error(f"experiments.{name}.sweep", sweep_param, f"no policy of the experiment takes it ({labels})")
     seeds_by_horizon = {}
     for key, n_seeds in experiment["seeds_by_horizon"].items():
@@ -357,70 +310,6 @@ def collect_runs(curves: dict) -> dict:
         check_values(run.policy, run.params, run.instance, run.horizon,
                      f"experiments.{run.experiments[0]} parameters of {run.label} (T = {run.horizon})")
     return runs
-
-
-def figure_spec(config: Mapping, curves: dict, figure_name: str) -> FigureSpec:
-    """Panels of a figure with their curves, legends and reference curves."""
-    figure = config["figures"][figure_name]
-    panels = []
-    for index, panel in enumerate(figure["panels"]):
-        key = f"figures.{figure_name}.panels[{index}]"
-        experiment = panel["experiment"]
-        if experiment not in curves:
-            config_error(f"{key}.experiment", experiment, f"not an experiment ({', '.join(curves)})")
-        experiment_curves = curves[experiment]
-        base_labels = list(dict.fromkeys(c.base_label for c in experiment_curves))
-        labels = panel.get("policies", base_labels)
-        for label in labels:
-            if label not in base_labels:
-                config_error(f"{key}.policies", label, f"not run in experiment {experiment} ({base_labels})")
-        values = list(dict.fromkeys(c.sweep_value for c in experiment_curves))
-        wanted = panel.get("sweep_values", values)
-        for value in wanted:
-            if value not in values:
-                config_error(f"{key}.sweep_values", value, f"not a sweep value of {experiment} ({values})")
-        sweep_param = experiment_curves[0].sweep_param
-        symbol = SWEEP_SYMBOLS.get(sweep_param, sweep_param)
-        policy_of = {c.base_label: c.policy for c in experiment_curves}
-        # a label that does not take a swept policy parameter (the oracle under a
-        # bonus_scale sweep) has one run set for every value: drawn once, as a reference
-        fixed = {label for label in labels
-                 if sweep_param and sweep_param != "horizon" and sweep_param not in instance_sweep_keys()
-                 and sweep_param not in _accepted(policy_of[label])}
-        n_swept = len(set(labels) - fixed)
-        selected = []
-        for label in labels:
-            for value in wanted[:1] if label in fixed else wanted:
-                curve = next(c for c in experiment_curves if c.base_label == label and c.sweep_value == value)
-                if not sweep_param or label in fixed:
-                    legend = curve.display
-                elif n_swept == 1:
-                    legend = f"{symbol} = {format_value(value)}"
-                else:
-                    legend = f"{curve.display}, {symbol} = {format_value(value)}"
-                selected.append(PanelCurve(curve.label, curve.sweep_text, curve.display, legend,
-                                           label not in fixed))
-        ylim = panel.get("ylim")
-        drawn = {curve.policy for curve in selected}  # the run labels
-        marks = tuple(sorted({mark for c in experiment_curves if c.label in drawn and c.sweep_text in
-                              {curve.sweep_value for curve in selected} for mark in shift_marks(c)}))
-        panels.append(Panel(panel.get("title", experiment), experiment, sweep_param, tuple(selected),
-                            panel["yscale"], tuple(ylim) if ylim else None, marks))
-    center, band = figure["center"], figure["band"]
-    if band not in BANDS[center]:
-        config_error(f"figures.{figure_name}.band", band,
-                     f"does not go with center {center} (its bands: {', '.join(BANDS[center])})")
-    if figure["quantity"] == "regret" and center != "mean":
-        config_error(f"figures.{figure_name}.center", center, "the regret is drawn as a mean over seeds")
-    return FigureSpec(figure_name, figure.get("title", figure_name), tuple(panels), band,
-                      figure["panel_width"], figure["panel_height"], figure["dpi"], center, figure["quantity"])
-
-
-def shift_marks(curve: Curve) -> tuple[int, ...]:
-    """The round T0 at which the curve's context stream changes, if it does."""
-    kind = stream_kind(curve.instance["kind"])
-    params = stream_params(kind, dict(curve.instance))
-    return (shift_round(params, curve.horizon),) if hasattr(params, "shift_fraction") else ()
 
 
 def check_rates(config: Mapping, curves: dict) -> tuple[str, ...]:

@@ -112,6 +112,11 @@ def _registry():
     return registered_policies()
 
 
+def accepted_parameters(policy: str) -> set[str]:
+    """The parameter names of a registered policy."""
+    return {item.name for item in fields(_registry()[policy].params)}
+
+
 def policy_params_schema() -> dict:
     """The generated part of the config schema (``$defs``): ``policy_params``
     (every parameter of every registered policy, plugins included),

@@ -82,7 +82,7 @@ def _replace(default):
 
 
 _PREPROCESS = "cqb.data.preprocess"
-DATASET_SPECS = (
+DECLARED_DATASETS = (
     DatasetSpec(
         "mnist", "MNIST", MNIST_ARCHIVES, f"{_PREPROCESS}:preprocess_mnist",
         {"split": {"type": "string", "enum": ["train", "test"], "default": "train"},
@@ -104,7 +104,7 @@ DATASET_SPECS = (
         read=f"{_PREPROCESS}:read_coupon",
     ),
 )
-DATASETS = {spec.name: spec for spec in DATASET_SPECS}
+DATASETS = {spec.name: spec for spec in DECLARED_DATASETS}
 
 
 def dataset_spec(name: str) -> DatasetSpec:
@@ -133,7 +133,7 @@ def datasets_schema(static_schema: Mapping) -> dict:
             "type": "object", "required": ["files"], "additionalProperties": False,
             "properties": {**copy.deepcopy(dict(spec.options)),
                            "files": {"$ref": f"#/$defs/{FILES_SCHEMA[spec.reader]}"}},
-        } for spec in DATASET_SPECS},
+        } for spec in DECLARED_DATASETS},
     })
     variant = data["variants"]["additionalProperties"]["properties"]
     variant["datasets"]["items"]["enum"] = list(DATASETS)
@@ -143,7 +143,7 @@ def datasets_schema(static_schema: Mapping) -> dict:
             "type": "object", "additionalProperties": False,
             "properties": {key: {k: v for k, v in option.items() if k != "default"}
                            for key, option in spec.options.items()},
-        } for spec in DATASET_SPECS if spec.preprocess_overridable},
+        } for spec in DECLARED_DATASETS if spec.preprocess_overridable},
     })
     return schema
 

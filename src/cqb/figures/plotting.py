@@ -24,7 +24,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from ..analysis.aggregate import write_table  # noqa: E402
-from ..config.experiments import FigureSpec, Panel  # noqa: E402
+from ..config.panels import FigureSpec, Panel  # noqa: E402
 from ..presentation import policy_colour  # noqa: E402
 from ..sim.runfile import atomic_write  # noqa: E402
 

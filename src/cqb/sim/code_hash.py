@@ -5,7 +5,7 @@ else: the subpackage holds exactly what ``cqb run`` executes to produce a run
 file and imports nothing from the rest of ``cqb`` (tests/test_layers.py), so
 adding a module here needs no list to be kept, and editing the analysis,
 plotting, data or pipeline code reruns no simulation. Presentation (names,
-colours, listing order) lives outside it, in :mod:`cqb.presentation`.
+styles, listing order) lives outside it, in :mod:`cqb.presentation`.
 
 It hashes what runs, not how it reads: a Python source counts by its syntax
 tree without docstrings (comments, blank lines and layout are not in the tree),

@@ -36,7 +36,8 @@ from pathlib import Path
 from ..analysis.formatting import format_interval
 from ..errors import ConfigError, config_error
 from ..analysis.curves import Curve
-from ..config.experiments import SWEEP_SYMBOLS, Run, check_values, expand_experiment
+from ..config.experiments import Run, check_values, expand_experiment
+from ..config.panels import SWEEP_SYMBOLS
 from ..presentation import display_name
 
 # Every interval the benchmark writes, and its label: the claims' interval

@@ -33,7 +33,7 @@ class PolicySpec:
     """Everything the simulation knows of a policy: its name, its parameter
     dataclass, the factory that builds it (a built-in one's chooser is
     compiled, cqb.sim.core) and whether it needs the true means. How figures
-    show it (name, colour, order, its theorem's rate) is presentation, kept
+    show it (its name there, style, order, theorem rate) is presentation, kept
     outside the hashed simulation (cqb.presentation)."""
 
     name: str
