@@ -8,7 +8,9 @@ REGISTERED_CLAIMS = claim_specs(config, PLAN)
 TUNING_EXPERIMENTS, TUNED_CONFIGURED = tuning_setup(config, PLAN)
 # the results summary covers every experiment a figure or a claim reports
 SUMMARY_EXPERIMENTS = list(
-    dict.fromkeys([e for spec in PLAN.figures.values() for e in spec.experiments] + claim_experiments(REGISTERED_CLAIMS))
+    dict.fromkeys(
+        [e for spec in PLAN.figures.values() for e in spec.experiments] + claim_experiments(REGISTERED_CLAIMS)
+    )
 )
 
 
