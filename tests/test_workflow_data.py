@@ -17,7 +17,9 @@ from cqb.data import load_pool
 
 REPO = Path(__file__).resolve().parents[1]
 MIRROR = Path(os.environ.get("CQB_DATA_MIRROR", REPO.parent / "shared" / "datasets"))  # as CI lays it out
-SNAKEMAKE = shutil.which("snakemake") or str(Path(sys.executable).with_name("snakemake"))
+# this interpreter's Snakemake (its environment has cqb and the project's logger), else the one on PATH
+SNAKEMAKE = (str(Path(sys.executable).with_name("snakemake")) if Path(sys.executable).with_name("snakemake").exists()
+             else shutil.which("snakemake"))
 
 pytestmark = [
     pytest.mark.skipif(not MIRROR.is_dir(), reason=f"offline dataset mirror {MIRROR} not present"),
