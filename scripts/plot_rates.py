@@ -26,7 +26,8 @@ def main(smk):
         table = rates_figure_table(summary, slopes)
         write_table(table, smk.output.tsv, smk.params.float_format)
         write_table(slopes, smk.output.slopes, smk.params.float_format)
-        atomic_write_text(smk.output.text, rates_summary_markdown(summary, slopes, titles, DISPLAY_NAMES))
+        atomic_write_text(smk.output.text, rates_summary_markdown(summary, slopes, titles, DISPLAY_NAMES,
+                                                                   figure=smk.params.title.partition(":")[0]))
         colours = {policy: policy_colour(policy) for policy in DISPLAY_NAMES}
         figure = plot_rates(summary, slopes, titles, DISPLAY_NAMES, colours, title=smk.params.title,
                             slopes_file=Path(smk.output.slopes).name)

@@ -241,6 +241,8 @@ def test_summary_text_is_generated_from_the_tables():
     for _, fit in slopes.iterrows():
         assert f"{fit['slope']:.2f}".replace("-", "−") in text
     assert "1 of 36 runs stalled" in text and "*Harder instance*" in text
+    assert text.startswith("**Figure 5: do the theorems")
+    assert rates_summary_markdown(summary, slopes, titles, names, figure="Figure 9").startswith("**Figure 9: do")
     figure = plot_rates(summary, slopes, titles, names)
     assert len(figure.axes) == 2
     assert [axis.get_title() for axis in figure.axes] == ["Base instance", "Harder instance"]

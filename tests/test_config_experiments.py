@@ -80,8 +80,8 @@ def test_full_config_expands_to_the_documented_number_of_runs():
     second_stage = 4519 + 289
     # Figure 9: 3 streams × 5 policies × 3 horizons × 10 seeds (the streams side by side and
     # the pair at T = 8000 are those runs), σ > 0 (3 values × 10 CQB-Opt runs), the sorted
-    # pools (2 datasets × 2 policies × 10; the shuffled ones are Figure 4's runs)
-    adversarial = 3 * 5 * 3 * 10 + 3 * 10 + 2 * 2 * 10
+    # pools (3 datasets × 2 policies × 10; the shuffled ones are Figure 4's runs)
+    adversarial = 3 * 5 * 3 * 10 + 3 * 10 + 3 * 2 * 10
     assert n_files == (240 + 80 + (3 * 486 - 20) + 3 * 80 + 240 + 7 * 5 * 30 + 5 * 200 + fig7 + second_stage
                        + adversarial)
     assert plan.rates_experiment == "rates_horizons"

@@ -87,10 +87,12 @@ def test_every_emitted_context_keeps_the_norm_and_the_slack(kind, noise_scale):
         assert np.all(trace.true_means.max(axis=1) >= instance.arrival_rate + instance.slack)
 
 
-def test_a_stream_that_breaks_the_slack_is_a_clear_error(monkeypatch):
+@pytest.mark.parametrize("name", [name for name, kind in STREAM_KINDS.items() if kind.family == "synthetic"])
+def test_a_stream_that_breaks_the_slack_is_a_clear_error(monkeypatch, name):
     """The check's mutant: a sampler that shrinks one context toward 0 (no
-    server then reaches λ + ϵ) is caught, naming the stream and the arrival."""
-    kind = STREAM_KINDS["subspace_shift"]
+    server then reaches λ + ϵ) is caught, naming the stream and the arrival;
+    every synthetic stream is checked, the i.i.d. one too."""
+    kind = STREAM_KINDS[name]
     original = kind.sampler
 
     def shrinking(instance, rounds, horizon, rng):
@@ -99,9 +101,9 @@ def test_a_stream_that_breaks_the_slack_is_a_clear_error(monkeypatch):
         contexts[7] *= 1e-3
         return contexts, rows
 
-    monkeypatch.setitem(STREAM_KINDS, "subspace_shift", replace(kind, sampler=shrinking))
-    instance = instance_from_spec(synthetic("subspace_shift"), stream(0, "instance"))
-    with pytest.raises(ValueError, match=r"stream 'subspace_shift' emitted a context that breaks the slack .*arrival 7"):
+    monkeypatch.setitem(STREAM_KINDS, name, replace(kind, sampler=shrinking))
+    instance = instance_from_spec(synthetic(name), stream(0, "instance"))
+    with pytest.raises(ValueError, match=rf"stream '{name}' emitted a context that breaks the slack .*arrival 7"):
         draw_trace(instance, 500, 0)
 
 

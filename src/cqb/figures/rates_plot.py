@@ -102,9 +102,10 @@ def _resolve_text(fit) -> str:
 
 
 def rates_summary_markdown(summary, slopes, panel_titles: Mapping[str, str],
-                           display_names: Mapping[str, str]) -> str:
-    """The README paragraph for Figure 5, every number read from the tables."""
-    lines = ["**Figure 5: do the theorems' rates show up?** Estimand: the tail regret (mean of "
+                           display_names: Mapping[str, str], figure: str = "Figure 5") -> str:
+    """The summary paragraph of a rate figure (``figure``: its name in the
+    heading), every number read from the tables."""
+    lines = [f"**{figure}: do the theorems' rates show up?** Estimand: the tail regret (mean of "
              "Q(t) − Q*(t) over the last 10 % of each run), averaged over the runs that did not stall; "
              f"a slope is *resolved* when its 95 % bootstrap interval has half-width ≤ {RESOLVED_HALF_WIDTH}. "
              "The bounds are upper bounds, so a slope below the bound's is consistent with the theorem.", ""]

@@ -72,8 +72,8 @@ def publish(source: Path, destination: Path, readme: Path) -> list[str]:
     for name in names:
         (destination / name).write_bytes((source / name).read_bytes())
     written = [str(destination / n) for n in names]
-    for name in ("fig5_summary.md", "fig5_slopes.tsv", "fig7.md", "fig7.tsv", "claims_powered.tsv",
-                 "claims_per_policy.tsv", "claims_confirmatory.tsv", "claims_comparisons.tsv",
+    for name in ("fig5_summary.md", "fig5_slopes.tsv", "fig9_rates_summary.md", "fig9_rates_slopes.tsv", "fig7.md",
+                 "fig7.tsv", "claims_powered.tsv", "claims_per_policy.tsv", "claims_confirmatory.tsv", "claims_comparisons.tsv",
                  "claims_readings.tsv", "claims_readings.md", "calibration.tsv", "calibration.png",
                  "tuning.tsv", "tuning_stage2.tsv", "fig8.md", "fig8.tsv", "fig8_marks.tsv", "fig8.png",
                  "claims_design.tsv", "claims_replication.tsv"):

@@ -297,8 +297,8 @@ def draw_contexts(instance, rounds: np.ndarray, horizon: int, rng: np.random.Gen
     checked (:func:`check_emitted`)."""
     kind = stream_kind(instance.kind)
     contexts, rows = kind.sampler(instance, np.asarray(rounds), int(horizon), rng)
-    if kind.family == "synthetic" and kind.name != "synthetic":
-        check_emitted(instance, contexts)  # the i.i.d. sampler keeps it by its own test
+    if kind.family == "synthetic":
+        check_emitted(instance, contexts)
     return contexts, rows
 
 
