@@ -129,11 +129,11 @@ def test_every_decided_verdict_of_the_published_tables_is_registered():
 
 
 @functools.lru_cache(maxsize=None)
-def _power_analysis(source):
-    """The replication's power analysis of the tables in ``source`` (slow: computed once per worker)."""
+def _power_analysis(sources: tuple[str, ...]):
+    """The replication's power analysis of the tables in ``sources`` (slow: computed once per worker)."""
     from cqb.studies.replication import registered_analysis
 
-    return registered_analysis({**CONFIG, "replication": {**CONFIG["replication"], "source": source}}, REPO)
+    return registered_analysis({**CONFIG, "replication": {**CONFIG["replication"], "sources": list(sources)}}, REPO)
 
 
 @pytest.mark.slow
@@ -142,8 +142,8 @@ def test_the_registration_is_the_power_analysis_output():
     from cqb.studies.replication import POWER_FILE, entry_name
 
     study = CONFIG["replication"]
-    assert study["source"] != "docs/results"  # the tables it was registered from, kept
-    analyses = _power_analysis(study["source"])
+    assert "docs/results" not in study["sources"]  # the tables it was registered from, kept
+    analyses = _power_analysis(tuple(study["sources"]))
     recorded = json.loads((REPO / "config" / POWER_FILE).read_text())
     assert _same_to_rounding(recorded, json.loads(json.dumps(analyses)))
     for entry in study["claims"]:
@@ -166,7 +166,7 @@ def test_the_registered_sizes_still_reach_the_power_on_the_tables_published_now(
     from cqb.studies.replication import entry_name
 
     study = CONFIG["replication"]
-    registered, now = _power_analysis(study["source"]), _power_analysis("docs/results")
+    registered, now = _power_analysis(tuple(study["sources"])), _power_analysis(("docs/results",))
     awaiting = {f"{claim}__replication" for claim in AWAITING_REGISTRATION}
     assert set(now) - awaiting == set(registered)  # the same decided verdicts, but those awaiting
     for entry in study["claims"]:

@@ -9,9 +9,11 @@ Each entry of ``replication.claims`` becomes a one-look
 per-policy entry ``{claim}__{policy}__replication``, that policy's runs at
 every sweep value of the claim), so the powered reading's look machinery
 runs it. ``python -m cqb.studies.replication config/config.yaml`` reads the
-published tables (``replication.source``), prints the power analysis and
-writes it beside the config (``replication_power.json``): the registration's
-record of where each sample size comes from.
+published tables the study was registered from (``replication.sources``, a
+folder per registration, each adding the verdicts decided since the one
+before), prints the power analysis and writes it beside the config
+(``replication_power.json``): the registration's record of where each sample
+size comes from.
 """
 
 from __future__ import annotations
@@ -44,26 +46,50 @@ def read_table(path: Path) -> pd.DataFrame:
     return pd.read_csv(path, sep="\t", keep_default_na=False, na_values=[""])
 
 
-def source_targets(config: Mapping, root: Path):
-    """The verdicts to replicate, from the published tables under ``root``."""
-    source = root / (config.get("replication") or {}).get("source", "docs/results")
-    powered, per_policy, confirmatory, multiverse = (source / name for name in SOURCE_TABLES)
+def registration_sources(config: Mapping) -> list[str]:
+    """The folders of published tables the study was registered from, in
+    registration order (``replication.sources``)."""
+    return list((config.get("replication") or {}).get("sources", ["docs/results"]))
+
+
+def folder_targets(config: Mapping, folder: Path):
+    """Every decided verdict of the published tables in ``folder``."""
+    powered, per_policy, confirmatory, multiverse = (folder / name for name in SOURCE_TABLES)
     return replication_targets(config, read_table(powered), read_table(per_policy),
                                read_table(confirmatory) if confirmatory.exists() else None,
                                read_table(multiverse) if multiverse.exists() else None)
 
 
+def sourced_targets(config: Mapping, root: Path) -> list[tuple[str, Target]]:
+    """(source, verdict) of every verdict to replicate: each registration
+    folder's decided verdicts that no earlier folder registered, so a later
+    registration adds verdicts and never re-sizes an earlier one."""
+    seen, targets = set(), []
+    for source in registration_sources(config):
+        for target in folder_targets(config, root / source):
+            if target.name not in seen:
+                seen.add(target.name)
+                targets.append((source, target))
+    return targets
+
+
+def source_targets(config: Mapping, root: Path) -> list[Target]:
+    """The verdicts to replicate, in registration order (:func:`sourced_targets`)."""
+    return [target for _, target in sourced_targets(config, root)]
+
+
 def registered_analysis(config: Mapping, root: Path) -> dict:
-    """{replication claim name: power analysis} of every decided verdict of
-    the published tables; the size is at least ``min_seeds``."""
+    """{replication claim name: power analysis, with the folder it was
+    registered from} of every verdict to replicate; the size is at least
+    ``min_seeds``."""
     study = config.get("replication") or {}
     alpha, power = float(study.get("alpha", 0.05)), float(study.get("power", 0.9))
     cap, floor = int(study.get("max_seeds", 1000)), int(study.get("min_seeds", 20))
     analyses = {}
-    for target in source_targets(config, root):
+    for source, target in sourced_targets(config, root):
         analysis = target_analysis(target, alpha, power, cap)
         analysis["seeds"] = max(floor, analysis["seeds"])
-        analyses[target.name] = analysis
+        analyses[target.name] = {**analysis, "registered_from": source}
     return analyses
 
 
