@@ -17,6 +17,7 @@ the axes, so they never cover a curve.
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -39,6 +40,8 @@ SWEEP_COLOURMAP = "viridis"
 # oracle reference stays black and dashed, thinner)
 SWEEP_LINESTYLES = ("-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)))
 MAX_POINTS = 1000  # drawn points per curve
+TITLE_CHARS_PER_INCH = 12  # of the 10-point title
+LEGEND_CHARS_PER_INCH = 20  # of the 6.5-point legends
 PDF_BAND_DPI = 100
 
 
@@ -124,7 +127,9 @@ def subtitle(spec: FigureSpec, table: pd.DataFrame, stalls_shown: bool) -> str:
         parts.append(("against the sweep value: " if parts else f"{over}: ")
                      + "mean with the claims' 95 % interval (skew-corrected t)")
     stalled_text = "; stalled: tail regret above the threshold (docs/verdicts.md)" if stalls_shown else ""
-    return f"{spec.title}\n({'; '.join(parts)}{stalled_text})"
+    # wrapped to the figure's width (a one-panel figure is narrower than its title)
+    width = int(TITLE_CHARS_PER_INCH * spec.panel_width * len(spec.panels))
+    return "\n".join(textwrap.fill(line, width) for line in (spec.title, f"({'; '.join(parts)}{stalled_text})"))
 
 
 def plot_figure(spec: FigureSpec, table: pd.DataFrame, curve_summaries: Mapping[str, pd.DataFrame] | None = None):
@@ -178,8 +183,10 @@ def plot_figure(spec: FigureSpec, table: pd.DataFrame, curve_summaries: Mapping[
             ax.set_ylim(bottom=0)
         ax.set_xlim(left=0)
         ax.grid(True, linewidth=0.4, alpha=0.5)
-        ax.legend(fontsize=6.5, ncol=2 if len(panel.curves) > 3 else 1, frameon=False,
-                  loc="upper center", bbox_to_anchor=(0.5, -0.2))
+        # two columns where more than three entries fit side by side under the panel
+        longest = max(len(line.get_label()) for line in ax.get_lines())
+        two = len(panel.curves) > 3 and 2 * (longest / LEGEND_CHARS_PER_INCH + 0.5) <= spec.panel_width
+        ax.legend(fontsize=6.5, ncol=2 if two else 1, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.2))
     if panels[0].x == "round":
         axes[0][0].set_ylabel({"queue": "queue length Q(t)", "regret": "regret Q(t) − Q*(t)"}[spec.quantity])
     stalls_shown = bool(curve_summaries) or any(panel.x == "sweep" for panel in panels)
