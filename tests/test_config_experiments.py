@@ -79,9 +79,9 @@ def test_full_config_expands_to_the_documented_number_of_runs():
     # Figure 5's registered second stage: CQB-η-2 on the base instance, CQB-ε at K = 9
     second_stage = 4519 + 289
     # Figure 9: 3 streams × 5 policies × 3 horizons × 10 seeds (the streams side by side and
-    # the pair at T = 8000 are those runs), σ > 0 (3 values × 10 CQB-Opt runs), the sorted
-    # pools (3 datasets × 2 policies × 10; the shuffled ones are Figure 4's runs)
-    adversarial = 3 * 5 * 3 * 10 + 3 * 10 + 3 * 2 * 10
+    # the pair at T = 8000 are those runs), σ > 0 (3 values × 10 seeds × CQB-Opt and CQB-ε), the
+    # sorted pools (3 datasets × 2 policies × 10; the shuffled ones are Figure 4's runs)
+    adversarial = 3 * 5 * 3 * 10 + 3 * 10 * 2 + 3 * 2 * 10
     assert n_files == (240 + 80 + (3 * 486 - 20) + 3 * 80 + 240 + 7 * 5 * 30 + 5 * 200 + fig7 + second_stage
                        + adversarial)
     assert plan.rates_experiment == "rates_horizons"
@@ -186,6 +186,21 @@ def test_panels_select_curves_and_name_legends():
     assert plan.figures["fig6"].experiments == ["bonus_sensitivity"]
 
 
+def test_a_sweep_panel_reads_the_runs_tables_of_its_experiment_and_reference():
+    plan, _ = plan_of()
+    smoothing = plan.figures["fig9_smoothing"]
+    (panel,) = smoothing.panels
+    assert (panel.x, panel.metric, panel.sweep_param) == ("sweep", "tail_regret", "noise_scale")
+    assert {c.policy for c in panel.curves} == {"cqb_opt", "cqb_eps"}
+    assert (panel.reference.experiment, panel.reference.sweep_value) == ("adversarial_streams", "synthetic")
+    assert dict(panel.reference.runs) == {"cqb_opt": "cqb_opt", "cqb_eps": "cqb_eps"}
+    assert smoothing.experiments == [] and smoothing.runs_experiments == ["adversarial_smoothing", "adversarial_streams"]
+    # the round panel of the same experiment draws CQB-Opt only, as before CQB-ε joined it
+    rounds = [p for p in plan.figures["fig9_rounds"].panels if p.experiment == "adversarial_smoothing"]
+    assert {c.policy for p in rounds for c in p.curves} == {"cqb_opt"}
+    assert plan.figures["fig9_rounds"].runs_experiments == []
+
+
 def test_two_swept_policies_in_one_panel_name_both():
     config = one_experiment(policies=["cqb_opt", "cqb_ts"], sweep={"slack": [0.1, 0.2]})
     config["figures"] = {"f": {"panels": [{"experiment": "x"}]}}
@@ -245,6 +260,23 @@ def stage2(experiment, totals, first_seed=130000):
     ({"figures": {"fig2": {"panels": [{"experiment": "nope"}]}}}, ["figures.fig2.panels[0].experiment", "nope"]),
     ({"figures": {"fig2": {"panels": [{"experiment": "synthetic_slack", "sweep_values": [0.3]}]}}},
      ["sweep_values", "0.3"]),
+    # a panel against the sweep value (x: sweep)
+    ({"figures": {"fig2": {"panels": [{"experiment": "synthetic_slack", "x": "seed"}]}}},
+     ["figures.fig2.panels.0.x = 'seed'", "'round', 'sweep'"]),
+    ({"figures": {"fig2": {"panels": [{"experiment": "synthetic_slack", "x": "sweep", "metric": "regret"}]}}},
+     ["figures.fig2.panels[0].metric = 'regret'", "not a column of the runs table", "tail_regret"]),
+    ({"figures": {"fig2": {"panels": [{"experiment": "synthetic_base", "x": "sweep"}]}}},
+     ["figures.fig2.panels[0].x = 'sweep'", "synthetic_base has no sweep"]),
+    ({"figures": {"fig2": {"panels": [{"experiment": "synthetic_slack", "reference": {"experiment": "synthetic_base"}}]}}},
+     ["figures.fig2.panels[0].reference", "only a sweep panel"]),
+    ({"figures": {"fig2": {"panels": [{"experiment": "synthetic_slack", "x": "sweep",
+                                       "reference": {"experiment": "synthetic_dim", "sweep_value": 7}}]}}},
+     ["figures.fig2.panels[0].reference.sweep_value = 7", "not a sweep value of synthetic_dim"]),
+    ({"figures": {"fig2": {"panels": [{"experiment": "synthetic_base", "policies": ["random"],
+                                       "x": "sweep"}]}}}, ["has no sweep"]),
+    ({"figures": {"fig2": {"panels": [{"experiment": "bonus_sensitivity", "x": "sweep", "policies": ["cqb_opt"],
+                                       "reference": {"experiment": "tuning_explore"}}]}}},
+     ["figures.fig2.panels[0].reference.experiment = 'tuning_explore'", "does not run cqb_opt"]),
     ({"rates": {"experiment": "synthetic_base"}}, ["rates.experiment", "horizon sweep"]),
     # Figure 5's second stage (experiments.<name>.second_stage)
     (stage2("rates_horizons", {"cqb_eta2": {2000: 100}}),

@@ -201,10 +201,10 @@ def test_the_full_config_builds_every_figure_from_the_designs_runs(forced_dry_ru
     # and the confirmatory study's one look: CQB-Opt at d = 5, 10, 20 on its registered seeds
     confirmatory = sum((len(entry["sweep_values"])) * entry["seeds"] for entry in config["confirmatory"]["claims"])
     # Figure 5's registered second stage: 4519 CQB-η-2 runs (base) and 289 CQB-ε runs (K = 9)
-    # Figure 9: 540 runs (as in tests/test_config_experiments.py); its claims' first powered look,
+    # Figure 9: 570 runs (as in tests/test_config_experiments.py); its claims' first powered look,
     # 20 seeds of each unit not shared: CQB-Opt at 3 T on each adversary, CQB-ε under the
     # subspace adversary at T = 8000, CQB-Opt on the i.i.d. control at T = 8000
-    adversarial = 540 + 20 * (3 + 3 + 1 + 1)
+    adversarial = 570 + 20 * (3 + 3 + 1 + 1)
     assert n_simulate == (240 + 80 + (3 * 486 - 20) + 3 * 80 + 240 + 7 * 5 * 30 + 5 * 200 + 1880
                           + powered_first_look + confirmatory + 4519 + 289 + adversarial)
 

@@ -11,6 +11,8 @@ for figure_name in config["figures"]:
         input:
             tables=[AGGREGATE_FILE.format(experiment=e) for e in PLAN.figures[figure_name].experiments],
             curves=[CURVES_TABLE.format(experiment=e) for e in PLAN.figures[figure_name].experiments],
+            # sweep panels (x: sweep) draw a per-run number against the sweep value
+            runs=[RUNS_TABLE.format(experiment=e) for e in PLAN.figures[figure_name].runs_experiments],
         output:
             pdf=f"{FIGURES}/{figure_name}.pdf",
             png=report(
@@ -30,7 +32,7 @@ for figure_name in config["figures"]:
         conda:
             "../envs/analysis.yaml"
         params:
-            # a FigureSpec (cqb.config.experiments): drawn from the tables only
+            # a FigureSpec (cqb.config.panels): drawn from the tables only
             spec=PLAN.figures[figure_name],
             float_format=config["aggregate"]["float_format"],
         script:

@@ -34,6 +34,7 @@ SECTIONS = (
     ("fig8", "Beyond the paper — Figure 8: every claim under the reconstruction's open choices"),
     ("fig9_rounds", "Beyond the paper — Figure 9: adversarial contexts, the regret over rounds"),
     ("fig9_rates", "Beyond the paper — Figure 9: adversarial contexts, the regret against the horizon"),
+    ("fig9_smoothing", "Beyond the paper — Figure 9: the smoothed adversary, the regret against σ"),
     ("tuning", "Held-out tuning"),
 )
 # Where the rest lives, relative to docs/results/ (the published copy).
