@@ -33,7 +33,7 @@ from ..presentation import policy_colour  # noqa: E402
 from ..sim.runfile import atomic_write  # noqa: E402
 from .sweep_plot import curve_rows, draw_sweep_panel, sweep_panel_table  # noqa: E402
 
-# One colour per policy, the same in every figure (its spec's, cqb.sim.policies);
+# One colour per policy, the same in every figure (cqb.presentation);
 # sweep curves use a sequential map.
 SWEEP_COLOURMAP = "viridis"
 # one line style per sweep value where curves share a policy's colour (the
